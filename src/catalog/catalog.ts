@@ -1,0 +1,184 @@
+// The catalog: the registry joined with run-time facts (public URLs, which handlers exist),
+// answering the discovery queries. Everything it returns is derived, never hand-written.
+import { AppError } from '../platform/errors.ts'
+import { HTTP_METHODS, type HttpMethod, type OperationSpec, type Registry, type ServerName, type ServiceSpec } from './types.ts'
+import { openapiDocument, paymentInfoOf, type CatalogOperation, type ServerUrls } from './openapi.ts'
+import { createOperationSearch, type OperationSearch } from './search.ts'
+
+export const OPERATIONS_PER_PAGE = 10
+
+export interface OpenapiQuery {
+  q?: string | undefined
+  path?: string | undefined
+  method?: string | undefined
+  page?: number | undefined
+}
+
+export interface OpenapiPage {
+  document: Record<string, unknown>
+  /** Absolute URL of the next page, when there is one. */
+  next: string | undefined
+  total: number
+  page: number
+  pages: number
+}
+
+export interface Catalog {
+  readonly registry: Registry
+  readonly urls: ServerUrls
+  readonly operations: readonly CatalogOperation[]
+  service(slug: string): ServiceSpec | undefined
+  operationsOf(slug: string): CatalogOperation[]
+  operationsOn(server: ServerName): CatalogOperation[]
+  /** Operations matching the query, ranked by `q` when given (registry order otherwise). */
+  select(query: Omit<OpenapiQuery, 'page'>, scope?: ServerName): CatalogOperation[]
+  openapiPage(query: OpenapiQuery, scope?: ServerName): OpenapiPage
+  serviceDocument(slug: string): Record<string, unknown>
+}
+
+export interface CatalogOptions {
+  urls: ServerUrls
+  /** operationIds with a real handler; the others answer 501 and are marked so. */
+  implemented: ReadonlySet<string>
+}
+
+// `/api/v1/tasks/{id}` → /^\/api\/v1\/tasks\/[^/]+$/ so `path=/api/v1/tasks/tsk_1` finds it too.
+function templateMatcher(template: string): RegExp {
+  const pattern = template
+    .split(/\{[^}]+\}/)
+    .map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
+    .join('[^/]+')
+  return new RegExp(`^${pattern}$`)
+}
+
+/**
+ * Splits operations into pages of at most OPERATIONS_PER_PAGE, in order. Two operations with the
+ * same method and path (the scheduler's and the memory service's GET /api/v1/account live on
+ * different servers) never share a page, since one OpenAPI document cannot hold both.
+ */
+export function paginate(operations: readonly CatalogOperation[]): CatalogOperation[][] {
+  const pages: CatalogOperation[][] = []
+  const keys: Set<string>[] = []
+  let first = 0 // first page that may still have room
+  for (const entry of operations) {
+    const key = `${entry.spec.method} ${entry.spec.path}`
+    let index = first
+    while (index < pages.length && ((pages[index]?.length ?? 0) >= OPERATIONS_PER_PAGE || keys[index]?.has(key))) index += 1
+    if (index === pages.length) {
+      pages.push([])
+      keys.push(new Set())
+    }
+    pages[index]?.push(entry)
+    keys[index]?.add(key)
+    while (first < pages.length && (pages[first]?.length ?? 0) >= OPERATIONS_PER_PAGE) first += 1
+  }
+  return pages
+}
+
+export function parseMethod(raw: string | undefined): HttpMethod | undefined {
+  if (raw === undefined) return undefined
+  const method = raw.toUpperCase() as HttpMethod
+  if (!HTTP_METHODS.includes(method)) {
+    throw new AppError('validation_error', `query.method must be one of ${HTTP_METHODS.join(', ')}`, { field: 'query.method' })
+  }
+  return method
+}
+
+export function createCatalog(registry: Registry, options: CatalogOptions): Catalog {
+  const operations: CatalogOperation[] = registry.services.flatMap((service) =>
+    service.operations.map((spec: OperationSpec) => ({
+      spec,
+      service,
+      serverUrl: options.urls[spec.server],
+      implemented: options.implemented.has(spec.operationId),
+      paymentInfo: paymentInfoOf(spec, service),
+    })),
+  )
+  const matchers = new Map(operations.map((entry) => [entry, templateMatcher(entry.spec.path)]))
+  const searches = new Map<string, { list: CatalogOperation[]; search: OperationSearch }>()
+
+  function scoped(scope: ServerName | undefined): { list: CatalogOperation[]; search: OperationSearch } {
+    const key = scope ?? '*'
+    let cached = searches.get(key)
+    if (!cached) {
+      const list = scope ? operations.filter((entry) => entry.spec.server === scope) : operations
+      cached = { list, search: createOperationSearch(list) }
+      searches.set(key, cached)
+    }
+    return cached
+  }
+
+  function select(query: Omit<OpenapiQuery, 'page'>, scope?: ServerName): CatalogOperation[] {
+    const { list, search } = scoped(scope)
+    const method = parseMethod(query.method)
+    const q = query.q?.trim()
+    let selected = q ? search.rank(q).map((index) => list[index] as CatalogOperation) : list
+    if (method) selected = selected.filter((entry) => entry.spec.method === method)
+    if (query.path !== undefined) {
+      const wanted = query.path
+      selected = selected.filter(
+        (entry) => entry.spec.path === wanted || matchers.get(entry)?.test(wanted) === true,
+      )
+    }
+    return selected
+  }
+
+  function baseFor(scope: ServerName | undefined): string {
+    return options.urls[scope ?? 'gateway']
+  }
+
+  return {
+    registry,
+    urls: options.urls,
+    operations,
+    service: (slug) => registry.services.find((service) => service.slug === slug),
+    operationsOf: (slug) => operations.filter((entry) => entry.service.slug === slug),
+    operationsOn: (server) => operations.filter((entry) => entry.spec.server === server),
+    select,
+    openapiPage(query, scope) {
+      const page = query.page ?? 1
+      const selected = select(query, scope)
+      const paged = paginate(selected)
+      const pages = Math.max(1, paged.length)
+      if (page > pages) {
+        throw new AppError('validation_error', `query.page ${page} is past the last page (${pages})`, { field: 'query.page' })
+      }
+      const slice = paged[page - 1] ?? []
+      let next: string | undefined
+      if (page < pages) {
+        const params = new URLSearchParams()
+        if (query.q) params.set('q', query.q)
+        if (query.path !== undefined) params.set('path', query.path)
+        if (query.method) params.set('method', query.method.toUpperCase())
+        params.set('page', String(page + 1))
+        next = `${baseFor(scope)}/openapi.json?${params.toString()}`
+      }
+      const info: Record<string, unknown> = {
+        'x-page': page,
+        'x-pages': pages,
+        'x-total-operations': selected.length,
+        'x-operations-per-page': OPERATIONS_PER_PAGE,
+      }
+      if (next) info['x-next'] = next
+      if (query.q) info['x-query'] = query.q
+      const document = openapiDocument(slice, {
+        title: scope === 'scheduler' ? 'Agent Gateway scheduler' : scope === 'memory' ? 'Agent Gateway memory' : 'Agent Gateway',
+        description:
+          'Pay-per-request API for agents: x402 (USDC on eip155:8453, scheme exact) and MPP (tempo/charge) on payg operations, ' +
+          'bearer plans on plan operations. Every operation carries x-payment-info. Search with ?q=, filter with ?path= and ?method=, ' +
+          `page with ?page= (${OPERATIONS_PER_PAGE} operations a page; follow info.x-next or the Link header).`,
+        serverUrl: baseFor(scope),
+        info,
+      })
+      return { document, next, total: selected.length, page, pages }
+    },
+    serviceDocument(slug) {
+      const service = registry.services.find((candidate) => candidate.slug === slug)
+      if (!service) throw new AppError('unknown_service', `No service "${slug}"; see /services`, { field: 'path.slug' })
+      return openapiDocument(
+        operations.filter((entry) => entry.service.slug === slug),
+        { title: `Agent Gateway: ${service.title}`, description: service.description, serverUrl: options.urls[service.server] },
+      )
+    },
+  }
+}

@@ -1,0 +1,287 @@
+// Discovery documents derived from the catalog: /manifest.json, /services, /services/{slug},
+// /llms.txt, /llms-full.txt, /auth.md. Prices are always micros strings plus a USD rendering.
+import { formatUsd } from '../platform/money.ts'
+import { AppError } from '../platform/errors.ts'
+import { MPP_CURRENCY, MPP_INTENT, MPP_METHOD, USDC_BASE_ADDRESS, X402_NETWORK_CAIP2, X402_NETWORK_V1 } from '../payments/networks.ts'
+import type { Catalog } from './catalog.ts'
+import type { CatalogOperation } from './openapi.ts'
+import type { PlanSpec, ServiceSpec } from './types.ts'
+
+export interface DocumentContext {
+  catalog: Catalog
+  payTo: string
+}
+
+function planView(plan: PlanSpec, baseUrl: string): Record<string, unknown> {
+  const view: Record<string, unknown> = {
+    id: plan.id,
+    kind: plan.kind,
+    title: plan.title,
+    description: plan.description,
+    price: { amountMicros: plan.priceMicros.toString(), amountUsd: formatUsd(plan.priceMicros), currency: 'USD' },
+    covers: plan.covers,
+    purchase: { method: 'POST', url: `${baseUrl}/plans/${plan.id}/purchase` },
+  }
+  if (plan.creditMicros !== undefined) view.creditMicros = plan.creditMicros.toString()
+  if (plan.periodDays !== undefined) view.periodDays = plan.periodDays
+  if (plan.callsPerPeriod !== undefined) view.callsPerPeriod = plan.callsPerPeriod
+  return view
+}
+
+function operationView(entry: CatalogOperation): Record<string, unknown> {
+  return {
+    operationId: entry.spec.operationId,
+    method: entry.spec.method,
+    path: entry.spec.path,
+    url: entry.serverUrl + entry.spec.path,
+    summary: entry.spec.summary,
+    implemented: entry.implemented,
+    'x-payment-info': entry.paymentInfo,
+  }
+}
+
+function meterView(service: ServiceSpec): Record<string, unknown> | null {
+  const meter = service.meter
+  if (!meter) return null
+  return {
+    name: meter.name,
+    unit: meter.unit,
+    price: { amountMicros: meter.unitPriceMicros.toString(), amountUsd: formatUsd(meter.unitPriceMicros), currency: 'USD', per: meter.unit },
+    includedUnits: meter.includedUnits,
+  }
+}
+
+function howToBuy(service: ServiceSpec, baseUrl: string): string[] {
+  if (service.access === 'plan') {
+    return [
+      `POST ${baseUrl}/auth/register (free, no body) to get {agentId, accessToken}.`,
+      `Buy a covering plan: POST ${baseUrl}/plans/{planId}/purchase answers a priced 402; pay it with x402 or MPP and retry with the proof and your token in Svc-Agent-Authorization: Bearer <accessToken>.`,
+      'Call the operation with Authorization: Bearer <accessToken>. Plan operations never answer 402: 401 bearer_required without a token, 403 plan_required without a covering plan.',
+    ]
+  }
+  return [
+    'Call the operation; an unpaid call answers 402 with an x402 v2 PAYMENT-REQUIRED header, an x402 v1 JSON body and an MPP WWW-Authenticate: Payment challenge.',
+    'Sign the challenge with your wallet (x402: EIP-3009 transferWithAuthorization for USDC on eip155:8453; MPP: tempo charge credential) and retry with PAYMENT-SIGNATURE, X-PAYMENT or Authorization: Payment.',
+    'You are charged only when the work succeeds; the receipt comes back in PAYMENT-RESPONSE / X-PAYMENT-RESPONSE / Payment-Receipt.',
+  ]
+}
+
+export function protocolsView(payTo: string): Record<string, unknown> {
+  return {
+    x402: { versions: [1, 2], scheme: 'exact', network: X402_NETWORK_CAIP2, networkV1: X402_NETWORK_V1, asset: USDC_BASE_ADDRESS, payTo },
+    mpp: { method: MPP_METHOD, intent: MPP_INTENT, currency: MPP_CURRENCY },
+  }
+}
+
+export function servicesView(context: DocumentContext): Record<string, unknown> {
+  const { catalog } = context
+  return {
+    services: catalog.registry.services.map((service) => ({
+      slug: service.slug,
+      title: service.title,
+      description: service.description,
+      access: service.access,
+      baseUrl: catalog.urls[service.server],
+      meter: meterView(service),
+      plans: service.plans.map((plan) => plan.id),
+      operations: catalog.operationsOf(service.slug).length,
+      links: {
+        self: `${catalog.urls.gateway}/services/${service.slug}`,
+        openapi: `${catalog.urls.gateway}/services/${service.slug}/openapi.json`,
+      },
+    })),
+  }
+}
+
+export function serviceView(context: DocumentContext, slug: string): Record<string, unknown> {
+  const { catalog } = context
+  const service = catalog.service(slug)
+  if (!service) throw new AppError('unknown_service', `No service "${slug}"; see /services`, { field: 'path.slug' })
+  return {
+    slug: service.slug,
+    title: service.title,
+    description: service.description,
+    access: service.access,
+    baseUrl: catalog.urls[service.server],
+    meter: meterView(service),
+    priceMatrix: catalog.operationsOf(slug).map(operationView),
+    plans: service.plans.map((plan) => planView(plan, catalog.urls.gateway)),
+    protocols: protocolsView(context.payTo),
+    howToBuy: howToBuy(service, catalog.urls.gateway),
+    openapi: `${catalog.urls.gateway}/services/${service.slug}/openapi.json`,
+  }
+}
+
+export function manifestView(context: DocumentContext): Record<string, unknown> {
+  const { catalog } = context
+  const plans = catalog.registry.services.flatMap((service) => service.plans)
+  const uniquePlans = [...new Map(plans.map((plan) => [plan.id, plan])).values()]
+  return {
+    name: 'agent-gateway',
+    version: '1.0.0',
+    baseUrl: catalog.urls.gateway,
+    schedulerUrl: catalog.urls.scheduler,
+    memoryUrl: catalog.urls.memory,
+    protocols: protocolsView(context.payTo),
+    services: catalog.registry.services.map((service) => ({
+      slug: service.slug,
+      title: service.title,
+      access: service.access,
+      baseUrl: catalog.urls[service.server],
+      meters: service.meter ? [meterView(service)] : [],
+      plans: service.plans.map((plan) => plan.id),
+      operations: catalog.operationsOf(service.slug).map(operationView),
+    })),
+    plans: uniquePlans.map((plan) => planView(plan, catalog.urls.gateway)),
+    discovery: {
+      openapi: `${catalog.urls.gateway}/openapi.json`,
+      services: `${catalog.urls.gateway}/services`,
+      llms: `${catalog.urls.gateway}/llms.txt`,
+      llmsFull: `${catalog.urls.gateway}/llms-full.txt`,
+      auth: `${catalog.urls.gateway}/auth.md`,
+      guide: `${catalog.urls.gateway}/advisor/agent/guide?goal=`,
+    },
+  }
+}
+
+function priceLine(entry: CatalogOperation): string {
+  const info = entry.paymentInfo
+  if (info.pricing === 'free') return 'free'
+  if (info.pricing === 'amount-header') return 'you choose the amount (X-Pay-Amount-Micros), paid by x402/MPP'
+  if (info.pricing === 'plan-price') return 'the plan price, paid by x402/MPP'
+  if (!info.price) return 'priced per call'
+  const included = info.includedUnits > 0 ? `; ${info.includedUnits} free per claimed account` : ''
+  const mode = info.access === 'plan' ? ' debited from a plan' : ''
+  return `${info.price.amountUsd} USD per ${info.price.per}${mode}${included}`
+}
+
+function operationLine(entry: CatalogOperation): string {
+  const status = entry.implemented ? '' : ' (not implemented yet: 501)'
+  return `- ${entry.spec.method} ${entry.serverUrl}${entry.spec.path}: ${entry.spec.summary} [${entry.paymentInfo.access}; ${priceLine(entry)}]${status}`
+}
+
+export function llmsTxt(context: DocumentContext): string {
+  const { catalog } = context
+  const base = catalog.urls.gateway
+  const lines = [
+    '# Agent Gateway',
+    '',
+    '> Pay-per-request API for AI agents: annotation reviews, song and speech generation, a script scheduler and an encrypted memory store.',
+    '> No account needed for payg operations: answer the 402 with x402 (USDC on eip155:8453, scheme exact) or MPP (tempo/charge).',
+    '',
+    '## Discovery',
+    `- ${base}/openapi.json: full paid surface (OpenAPI 3.1). ?q= ranked search, ?path= and ?method= filters, ?page= (10 operations a page; follow info.x-next or the Link header)`,
+    `- ${base}/services and ${base}/services/{slug}: catalog, price matrix, plans`,
+    `- ${base}/manifest.json: live services, meters, plans, prices, free units (authoritative)`,
+    `- ${base}/auth.md: registration recipe for plan access`,
+    `- ${base}/advisor/agent/guide?goal=<text>: free guide for a goal; POST ${base}/advisor/agent/quote with a $0 wallet proof for a quote`,
+    `- ${base}/llms-full.txt: every operation with its fields`,
+    '',
+    '## Services',
+  ]
+  for (const service of catalog.registry.services) {
+    lines.push('', `### ${service.title} (\`${service.slug}\`, ${service.access})`, service.description)
+    for (const entry of catalog.operationsOf(service.slug)) lines.push(operationLine(entry))
+  }
+  lines.push('', '## Paying', ...howToBuy({ access: 'payg' } as ServiceSpec, base).map((step) => `- ${step}`))
+  lines.push('', '## Plans', ...howToBuy({ access: 'plan' } as ServiceSpec, base).map((step) => `- ${step}`), '')
+  return lines.join('\n')
+}
+
+function schemaFields(schema: unknown, indent = ''): string[] {
+  const plain = JSON.parse(JSON.stringify(schema ?? {})) as Record<string, unknown>
+  const properties = (plain.properties ?? {}) as Record<string, Record<string, unknown>>
+  const required = new Set((plain.required as string[] | undefined) ?? [])
+  return Object.entries(properties).map(([name, property]) => {
+    const type = Array.isArray(property.enum) ? `enum ${property.enum.join('|')}` : String(property.type ?? (property.anyOf ? 'one of several shapes' : 'any'))
+    const bounds = ['minimum', 'maximum', 'minLength', 'maxLength', 'minItems', 'maxItems', 'pattern', 'default']
+      .filter((key) => property[key] !== undefined)
+      .map((key) => `${key} ${JSON.stringify(property[key])}`)
+    const description = typeof property.description === 'string' ? ` — ${property.description}` : ''
+    return `${indent}- \`${name}\` (${type}${required.has(name) ? ', required' : ''}${bounds.length ? `; ${bounds.join(', ')}` : ''})${description}`
+  })
+}
+
+export function llmsFullTxt(context: DocumentContext): string {
+  const { catalog } = context
+  const lines = [llmsTxt(context), '## Operations in full']
+  for (const entry of catalog.operations) {
+    const { spec } = entry
+    lines.push('', `### ${spec.method} ${entry.serverUrl}${spec.path} (${spec.operationId})`, '', spec.description, '', `Price: ${priceLine(entry)}. Proof: ${spec.proof}.`)
+    if (spec.schemas.params) lines.push('', 'Path parameters:', ...schemaFields(spec.schemas.params))
+    if (spec.schemas.querystring) lines.push('', 'Query parameters:', ...schemaFields(spec.schemas.querystring))
+    if (spec.schemas.headers) lines.push('', 'Headers:', ...schemaFields(spec.schemas.headers))
+    if (spec.schemas.body) lines.push('', 'Body (JSON):', ...schemaFields(spec.schemas.body))
+    const success = Object.keys(spec.schemas.response).filter((status) => Number(status) < 300)
+    for (const status of success) lines.push('', `Response ${status}:`, ...schemaFields(spec.schemas.response[Number(status)]))
+  }
+  lines.push('')
+  return lines.join('\n')
+}
+
+export function authMd(context: DocumentContext): string {
+  const { catalog } = context
+  const base = catalog.urls.gateway
+  const plans = catalog.registry.services.flatMap((service) => service.plans)
+  const planLines = [...new Map(plans.map((plan) => [plan.id, plan])).values()].map(
+    (plan) => `- \`${plan.id}\` (${plan.kind}): ${plan.title}, ${formatUsd(plan.priceMicros)} USD; covers ${plan.covers.join(', ')}`,
+  )
+  return [
+    '# Agent Gateway: authentication',
+    '',
+    '## Pay per request (payg operations)',
+    '',
+    'No registration. Call the operation; the 402 answer carries an x402 v2 `PAYMENT-REQUIRED` header, an x402 v1 JSON body and an MPP `WWW-Authenticate: Payment` challenge.',
+    'Retry with `PAYMENT-SIGNATURE` (x402 v2), `X-PAYMENT` (x402 v1) or `Authorization: Payment` (MPP); send only one.',
+    'To be recognised across calls (free included units of a claimed account), add `Svc-Agent-Authorization: Bearer <accessToken>`.',
+    '',
+    '## Plan access (plan operations)',
+    '',
+    '1. Register once, anonymously and free:',
+    '',
+    '```sh',
+    `curl -s -X POST ${base}/auth/register`,
+    '# → {"agentId":"agt_…","accessToken":"agw_…","tokenType":"Bearer"}',
+    '```',
+    '',
+    '2. Buy a plan that covers the operation. The purchase answers a priced 402; pay it with x402 (send your token in `Authorization: Bearer` or `Svc-Agent-Authorization: Bearer`) or MPP (token in `Svc-Agent-Authorization: Bearer`, since the MPP proof occupies `Authorization`):',
+    '',
+    '```sh',
+    `curl -s -X POST ${base}/plans/<planId>/purchase -H "Svc-Agent-Authorization: Bearer $TOKEN"   # 402 + challenge`,
+    '```',
+    '',
+    ...planLines,
+    '',
+    '3. Call plan operations with `Authorization: Bearer <accessToken>`. Without a token: 401 `bearer_required`. Without a covering plan: 403 `plan_required`, whose body lists the plans that cover the call.',
+    '',
+    '## Scheduler and memory owners',
+    '',
+    'Owner operations take a free wallet proof: a CAIP-122 Sign-In-With-X message in the `SIGN-IN-WITH-X` header (the challenge comes in the 401 body at `extensions["sign-in-with-x"]`), or a $0 MPP proof. Scheduler account operations take an account API key as `Authorization: Bearer`.',
+    '',
+  ].join('\n')
+}
+
+/** llms.txt of one sibling service (scheduler, memory), served on its own listener. */
+export function scopedLlmsTxt(catalog: Catalog, scope: 'scheduler' | 'memory'): string {
+  const base = catalog.urls[scope]
+  const title = scope === 'scheduler' ? 'Agent Gateway scheduler' : 'Agent Gateway memory'
+  const lines = [
+    `# ${title}`,
+    '',
+    `> Base URL ${base}. Operations, prices and proofs below; the full catalog is at ${catalog.urls.gateway}/llms.txt.`,
+    '',
+    '## Discovery',
+    `- ${base}/openapi.json: this service's operations (OpenAPI 3.1; ?q=, ?path=, ?method=, ?page=)`,
+    '',
+    '## Operations',
+    ...catalog.operationsOn(scope).map(operationLine),
+    '',
+    '## Proofs',
+    '- payment: answer the 402 with x402 (PAYMENT-SIGNATURE / X-PAYMENT) or MPP (Authorization: Payment).',
+    '- wallet: a CAIP-122 Sign-In-With-X message in the SIGN-IN-WITH-X header (challenge in the 401 body at extensions["sign-in-with-x"]) or a $0 MPP proof.',
+    '- api-key: the account API key as Authorization: Bearer.',
+    '- webhook-secret: the task webhook secret as Authorization: Bearer whsec_….',
+    '',
+  ]
+  return lines.join('\n')
+}

@@ -1,0 +1,216 @@
+// Generates OpenAPI 3.1 documents from the registry's route schemas. The same TypeBox schemas
+// are handed to fastify for validation, so the document cannot drift from what the routes accept.
+import type { TSchema } from '@sinclair/typebox'
+import { X402_NETWORK_CAIP2, USDC_BASE_ADDRESS, MPP_METHOD, MPP_INTENT, MPP_CURRENCY } from '../payments/networks.ts'
+import { formatUsd } from '../platform/money.ts'
+import { ACCEPTED_PROTOCOLS, type OperationSpec, type ServerName, type ServiceSpec } from './types.ts'
+
+export type ServerUrls = Record<ServerName, string>
+
+/** An operation joined with what the catalog knows about it at run time. */
+export interface CatalogOperation {
+  spec: OperationSpec
+  service: ServiceSpec
+  serverUrl: string
+  implemented: boolean
+  paymentInfo: PaymentInfo
+}
+
+export interface PaymentInfo {
+  access: 'payg' | 'plan'
+  proof: OperationSpec['proof']
+  pricing: OperationSpec['pricing']['kind']
+  price: { amountMicros: string; amountUsd: string; currency: 'USD'; per: string } | null
+  meter: string | null
+  unit: string | null
+  includedUnits: number
+  protocols: string[]
+  plans: string[]
+  network?: string
+  asset?: string
+  mpp?: { method: string; intent: string; currency: string }
+}
+
+export function paymentInfoOf(operation: OperationSpec, service: ServiceSpec): PaymentInfo {
+  const meter = service.meter
+  const pricing = operation.pricing
+  const paid = pricing.kind !== 'free'
+  let price: PaymentInfo['price'] = null
+  if ((pricing.kind === 'per-unit' || pricing.kind === 'plan-credit') && meter) {
+    price = { amountMicros: meter.unitPriceMicros.toString(), amountUsd: formatUsd(meter.unitPriceMicros), currency: 'USD', per: meter.unit }
+  } else if (pricing.kind === 'free') {
+    price = { amountMicros: '0', amountUsd: formatUsd(0n), currency: 'USD', per: 'request' }
+  }
+  const info: PaymentInfo = {
+    access: operation.access,
+    proof: operation.proof,
+    pricing: pricing.kind,
+    price,
+    meter: meter?.name ?? null,
+    unit: meter?.unit ?? null,
+    includedUnits: pricing.kind === 'per-unit' ? (meter?.includedUnits ?? 0) : 0,
+    protocols: operation.access === 'payg' && (paid || operation.proof === 'wallet') ? [...ACCEPTED_PROTOCOLS] : [],
+    plans: service.plans.map((plan) => plan.id),
+  }
+  if (info.protocols.length > 0) {
+    info.network = X402_NETWORK_CAIP2
+    info.asset = USDC_BASE_ADDRESS
+    info.mpp = { method: MPP_METHOD, intent: MPP_INTENT, currency: MPP_CURRENCY }
+  }
+  return info
+}
+
+const PROBLEM_SCHEMA = {
+  type: 'object',
+  required: ['type', 'title', 'status', 'detail', 'code'],
+  properties: {
+    type: { type: 'string' },
+    title: { type: 'string' },
+    status: { type: 'integer' },
+    detail: { type: 'string' },
+    code: { type: 'string' },
+    field: { type: 'string' },
+    instance: { type: 'string' },
+  },
+  additionalProperties: true,
+}
+
+const STATUS_TEXT: Record<number, string> = {
+  200: 'OK',
+  201: 'Created',
+  202: 'Accepted',
+  204: 'No content',
+  400: 'Invalid request (problem+json names the field)',
+  401: 'Credential required',
+  402: 'Payment required: signed x402 / MPP challenge',
+  403: 'Not allowed (no covering plan)',
+  404: 'Not found',
+  409: 'Conflict',
+  410: 'Gone',
+  413: 'Body too large',
+  415: 'Unsupported content type',
+  429: 'Too many requests',
+  501: 'Not implemented yet',
+}
+
+/** JSON-Schema copy without TypeBox's symbol keys and with bigint-free values. */
+export function plainSchema(schema: TSchema): Record<string, unknown> {
+  return JSON.parse(JSON.stringify(schema)) as Record<string, unknown>
+}
+
+function parametersOf(schema: TSchema | undefined, location: 'path' | 'query' | 'header'): unknown[] {
+  if (!schema) return []
+  const plain = plainSchema(schema)
+  const properties = (plain.properties ?? {}) as Record<string, Record<string, unknown>>
+  const required = new Set((plain.required as string[] | undefined) ?? [])
+  return Object.entries(properties).map(([name, property]) => {
+    const { description, ...rest } = property
+    const parameter: Record<string, unknown> = {
+      name,
+      in: location,
+      required: location === 'path' ? true : required.has(name),
+      schema: rest,
+    }
+    if (typeof description === 'string') parameter.description = description
+    return parameter
+  })
+}
+
+function securityOf(operation: OperationSpec): Record<string, string[]>[] {
+  switch (operation.proof) {
+    case 'payment':
+      return [{ x402: [] }, { mpp: [] }]
+    case 'wallet':
+      return [{ siwx: [] }, { x402: [] }, { mpp: [] }]
+    case 'plan-bearer':
+      return [{ planAccess: [] }]
+    case 'api-key':
+      return [{ accountKey: [] }]
+    case 'webhook-secret':
+      return [{ webhookSecret: [] }]
+    case 'none':
+      return []
+  }
+}
+
+export function operationObject(entry: CatalogOperation): Record<string, unknown> {
+  const { spec } = entry
+  const responses: Record<string, unknown> = {}
+  for (const [status, schema] of Object.entries(spec.schemas.response)) {
+    const code = Number(status)
+    const isProblem = code >= 400
+    responses[status] = {
+      description: STATUS_TEXT[code] ?? `HTTP ${code}`,
+      content: { [isProblem ? 'application/problem+json' : 'application/json']: { schema: plainSchema(schema) } },
+    }
+  }
+  const problemCodes = [400, ...(spec.proof === 'payment' ? [402] : []), ...(spec.proof === 'plan-bearer' ? [401, 403] : [])]
+  if (!entry.implemented) problemCodes.push(501)
+  for (const code of problemCodes) {
+    responses[String(code)] ??= {
+      description: STATUS_TEXT[code],
+      content: { 'application/problem+json': { schema: PROBLEM_SCHEMA } },
+    }
+  }
+  const operation: Record<string, unknown> = {
+    operationId: spec.operationId,
+    summary: spec.summary,
+    description: entry.implemented ? spec.description : `${spec.description}\n\nNot implemented yet: this operation answers 501.`,
+    tags: spec.tags,
+    parameters: [
+      ...parametersOf(spec.schemas.params, 'path'),
+      ...parametersOf(spec.schemas.querystring, 'query'),
+      ...parametersOf(spec.schemas.headers, 'header'),
+    ],
+    responses,
+    security: securityOf(spec),
+    'x-service': spec.service,
+    'x-payment-info': entry.paymentInfo,
+    'x-implemented': entry.implemented,
+  }
+  if (spec.schemas.body) {
+    operation.requestBody = { required: true, content: { 'application/json': { schema: plainSchema(spec.schemas.body) } } }
+  }
+  if (entry.spec.server !== 'gateway') operation.servers = [{ url: entry.serverUrl, description: `${entry.spec.server} service` }]
+  return operation
+}
+
+export const securitySchemes = {
+  x402: {
+    type: 'apiKey',
+    in: 'header',
+    name: 'PAYMENT-SIGNATURE',
+    description: 'x402 v2 payment proof (base64 JSON) answering the PAYMENT-REQUIRED challenge; x402 v1 clients send X-PAYMENT.',
+  },
+  mpp: { type: 'http', scheme: 'Payment', description: 'MPP credential (`Authorization: Payment …`) answering `WWW-Authenticate: Payment`.' },
+  planAccess: { type: 'http', scheme: 'bearer', description: 'Access token from POST /auth/register with an active plan.' },
+  siwx: { type: 'apiKey', in: 'header', name: 'SIGN-IN-WITH-X', description: 'CAIP-122 Sign-In-With-X wallet proof (free owner operations).' },
+  accountKey: { type: 'http', scheme: 'bearer', description: 'Scheduler account API key.' },
+  webhookSecret: { type: 'http', scheme: 'bearer', description: 'Task webhook secret (whsec_…).' },
+}
+
+export interface DocumentOptions {
+  title: string
+  description: string
+  serverUrl: string
+  info?: Record<string, unknown>
+}
+
+/** An OpenAPI 3.1.0 document holding exactly `operations`, in their order. */
+export function openapiDocument(operations: readonly CatalogOperation[], options: DocumentOptions): Record<string, unknown> {
+  const paths: Record<string, Record<string, unknown>> = {}
+  const tags = new Map<string, string>()
+  for (const entry of operations) {
+    const item = (paths[entry.spec.path] ??= {})
+    item[entry.spec.method.toLowerCase()] = operationObject(entry)
+    for (const tag of entry.spec.tags) if (!tags.has(tag)) tags.set(tag, entry.service.title)
+  }
+  return {
+    openapi: '3.1.0',
+    info: { title: options.title, version: '1.0.0', description: options.description, ...options.info },
+    servers: [{ url: options.serverUrl }],
+    tags: [...tags.keys()].map((name) => ({ name })),
+    paths,
+    components: { securitySchemes },
+  }
+}

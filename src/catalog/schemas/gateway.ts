@@ -1,0 +1,90 @@
+// Gateway plumbing: the free seller advisor, plan purchase and anonymous registration
+// (SPEC "Advisor and plan purchase", "Authentication"; payloads "not shown" there are designed here).
+import { Type } from '@sinclair/typebox'
+import { MicrosInput, MicrosString, Nullable, StringEnum, Timestamp } from './common.ts'
+
+const Goal = Type.String({ minLength: 1, maxLength: 2000, description: 'What you want done, in plain words' })
+const Requirements = Type.Array(Type.String({ minLength: 1, maxLength: 500 }), {
+  maxItems: 20,
+  description: 'Known requirements or constraints, e.g. "wav output" or "hourly"',
+})
+
+export const GuideQuery = Type.Object(
+  {
+    goal: Goal,
+    budgetMicros: Type.Optional(
+      Type.String({ pattern: '^(0|[1-9][0-9]{0,18})$', description: 'Budget per call in integer micros (1 USD = 1,000,000)' }),
+    ),
+  },
+  { additionalProperties: false },
+)
+
+export const GuideRequest = Type.Object(
+  {
+    goal: Goal,
+    budgetMicros: Type.Optional(MicrosInput({ description: 'Budget per call in integer micros, JSON integer or digit string' })),
+    requirements: Type.Optional(Requirements),
+  },
+  { additionalProperties: false },
+)
+
+export const GuideRecommendation = Type.Object(
+  {
+    service: Type.String({ description: 'Service slug' }),
+    operationId: Type.String(),
+    method: Type.String(),
+    url: Type.String(),
+    summary: Type.String(),
+    access: StringEnum(['payg', 'plan'] as const),
+    price: Nullable(
+      Type.Object(
+        { amountMicros: MicrosString(), amountUsd: Type.String(), per: Type.String({ description: 'Billing unit, e.g. song or request' }) },
+        { additionalProperties: false },
+      ),
+      { description: 'Unit price; null when the caller names the amount (escrow, deposits, plan purchases)' },
+    ),
+    includedUnits: Type.Integer({ minimum: 0, description: 'Free units per claimed account' }),
+    howToPay: Type.String(),
+    score: Type.Number({ minimum: 0, maximum: 1, description: 'Relevance, best first' }),
+    withinBudget: Nullable(Type.Boolean(), { description: 'null when no budget was given or the price is not fixed' }),
+    implemented: Type.Boolean(),
+  },
+  { additionalProperties: false },
+)
+
+export const Guide = Type.Object(
+  {
+    goal: Type.String(),
+    recommendations: Type.Array(GuideRecommendation, { maxItems: 10 }),
+    steps: Type.Array(Type.String()),
+    notes: Type.Array(Type.String()),
+  },
+  { additionalProperties: false },
+)
+
+export const PlanIdParams = Type.Object(
+  { planId: Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-z0-9][a-z0-9-]*$', description: 'Plan id, e.g. reviews-credit-5' }) },
+  { additionalProperties: false },
+)
+
+export const PlanPurchase = Type.Object(
+  {
+    planId: Type.String(),
+    agentId: Type.String(),
+    status: Type.Literal('active'),
+    kind: Type.Optional(StringEnum(['credit', 'subscription'] as const)),
+    creditMicros: Type.Optional(MicrosString({ description: 'Remaining prepaid credit (credit plans)' })),
+    expiresAt: Type.Optional(Timestamp),
+    callsRemaining: Type.Optional(Type.Integer({ minimum: 0, description: 'Calls left in the current period (subscriptions)' })),
+  },
+  { additionalProperties: false },
+)
+
+export const Registration = Type.Object(
+  {
+    agentId: Type.String(),
+    accessToken: Type.String({ description: 'Send as Authorization: Bearer <accessToken>; shown once' }),
+    tokenType: Type.Literal('Bearer'),
+  },
+  { additionalProperties: false },
+)

@@ -1,0 +1,133 @@
+// Memory service ({memory_url}/api/v1). SPEC names recall, expand, account and withdraw paths;
+// the remember and deposit paths and every payload are "not shown" there and designed here.
+import { Type } from '@sinclair/typebox'
+import { IdempotencyKey, MicrosHeader, MicrosString, Nullable, StringEnum, Timestamp } from './common.ts'
+
+const Context = Type.String({
+  minLength: 1,
+  maxLength: 128,
+  pattern: '^[A-Za-z0-9][A-Za-z0-9._:/-]*$',
+  description: 'Namespace the memory belongs to, e.g. project:website or user/alice',
+})
+const Tags = Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 20, uniqueItems: true, description: 'Up to 20 labels' })
+const MemoryId = Type.String({ format: 'uuid' })
+
+export const RememberRequest = Type.Object(
+  {
+    content: Type.String({ minLength: 1, maxLength: 32768, description: 'Text to remember, 1 to 32768 characters; encrypted at rest' }),
+    context: Type.Optional(Context),
+    tags: Type.Optional(Tags),
+    metadata: Type.Optional(
+      Type.Object({}, { additionalProperties: true, maxProperties: 32, description: 'Free-form JSON object (at most 32 keys), encrypted at rest' }),
+    ),
+  },
+  { additionalProperties: false },
+)
+
+export const RememberHeaders = Type.Object({
+  'idempotency-key': Type.Optional(IdempotencyKey),
+})
+
+export const Rail = StringEnum(['direct', 'marketplace'] as const)
+
+export const RememberResult = Type.Object(
+  {
+    id: MemoryId,
+    context: Nullable(Type.String()),
+    tags: Type.Array(Type.String()),
+    createdAt: Timestamp,
+    tokens: Type.Integer({ minimum: 0, description: 'Embedding input tokens' }),
+    rail: Rail,
+    chargedMicros: MicrosString({ description: 'Amount charged for this write' }),
+    balanceMicros: Type.Optional(MicrosString({ description: 'Direct rail: deposit left after the debit' })),
+  },
+  { additionalProperties: false },
+)
+
+export const DepositHeaders = Type.Object({
+  'x-pay-amount-micros': MicrosHeader({ description: 'Amount to deposit in integer micros; the 402 challenge asks for exactly this' }),
+})
+
+export const DepositResult = Type.Object(
+  {
+    owner: Type.String({ description: 'Wallet address' }),
+    depositedMicros: MicrosString(),
+    balanceMicros: MicrosString(),
+    txHash: Nullable(Type.String()),
+  },
+  { additionalProperties: false },
+)
+
+export const RecallRequest = Type.Object(
+  {
+    query: Type.String({ minLength: 1, maxLength: 2000 }),
+    context: Type.Optional(Context),
+    tags: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 20, uniqueItems: true, description: 'Only memories carrying all of these tags' })),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 50, default: 10 })),
+  },
+  { additionalProperties: false },
+)
+
+export const RecallResult = Type.Object(
+  {
+    results: Type.Array(
+      Type.Object(
+        {
+          id: MemoryId,
+          content: Type.String(),
+          score: Type.Number({ description: 'Relevance, higher is better' }),
+          createdAt: Timestamp,
+          tags: Type.Array(Type.String()),
+          context: Nullable(Type.String()),
+        },
+        { additionalProperties: false },
+      ),
+      { description: 'Best first' },
+    ),
+  },
+  { additionalProperties: false },
+)
+
+export const ExpandRequest = Type.Object(
+  { ids: Type.Array(MemoryId, { minItems: 1, maxItems: 50, uniqueItems: true }) },
+  { additionalProperties: false },
+)
+
+export const MemoryRecord = Type.Object(
+  {
+    id: MemoryId,
+    kind: StringEnum(['raw', 'derived'] as const, { description: 'derived records come from dreaming' }),
+    content: Type.String(),
+    context: Nullable(Type.String()),
+    tags: Type.Array(Type.String()),
+    metadata: Type.Object({}, { additionalProperties: true }),
+    derivedFrom: Type.Array(MemoryId),
+    createdAt: Timestamp,
+  },
+  { additionalProperties: false },
+)
+
+export const ExpandResult = Type.Object(
+  { records: Type.Array(MemoryRecord, { description: 'Found records, in the order asked; unknown ids are left out' }) },
+  { additionalProperties: false },
+)
+
+export const MemoryAccount = Type.Object(
+  {
+    owner: Type.String({ description: 'Wallet address' }),
+    rail: Nullable(Rail, { description: 'null before the first paid call' }),
+    depositMicros: MicrosString({ description: 'Total deposited' }),
+    spentMicros: MicrosString({ description: 'Total debited for writes and dreaming' }),
+    balanceMicros: MicrosString({ description: 'Withdrawable remainder' }),
+    records: Type.Integer({ minimum: 0, description: 'Stored memories' }),
+  },
+  { additionalProperties: false },
+)
+
+export const WithdrawResult = Type.Object(
+  {
+    refundedMicros: MicrosString(),
+    txHash: Nullable(Type.String(), { description: 'On-chain refund transaction; null when nothing was left' }),
+  },
+  { additionalProperties: false },
+)

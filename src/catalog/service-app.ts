@@ -1,0 +1,34 @@
+// Builds one listener's application from the catalog: platform routes (health, metrics),
+// the discovery routes of its scope, and its registry operations with their handlers.
+import type { FastifyInstance } from 'fastify'
+import { createHttpApp, type ReadinessCheck } from '../platform/http.ts'
+import type { Logger } from '../platform/logger.ts'
+import type { Metrics } from '../platform/metrics.ts'
+import type { Catalog } from './catalog.ts'
+import type { ServerName } from './types.ts'
+import { scopedLlmsTxt } from './documents.ts'
+import { mountOperations, registerDiscoveryRoutes, registerOpenapiRoute, type HandlerTable } from './routes.ts'
+
+export interface ServiceAppDeps {
+  catalog: Catalog
+  logger: Logger
+  metrics: Metrics
+  bodyLimitBytes: number
+  payTo: string
+  readiness: Record<string, ReadinessCheck>
+}
+
+export function createServiceApp(scope: ServerName, deps: ServiceAppDeps, handlers: HandlerTable): FastifyInstance {
+  const app = createHttpApp({ name: scope, logger: deps.logger, metrics: deps.metrics, bodyLimitBytes: deps.bodyLimitBytes, readiness: deps.readiness })
+  if (scope === 'gateway') {
+    registerDiscoveryRoutes(app, { catalog: deps.catalog, payTo: deps.payTo })
+  } else {
+    registerOpenapiRoute(app, deps.catalog, scope)
+    const llms = scopedLlmsTxt(deps.catalog, scope)
+    app.get('/llms.txt', { schema: { response: { 200: { type: 'string' } } } }, async (_request, reply) =>
+      reply.type('text/plain; charset=utf-8').send(llms),
+    )
+  }
+  mountOperations(app, deps.catalog.operationsOn(scope), handlers)
+  return app
+}

@@ -1,0 +1,139 @@
+// The `agent-gateway` command line. One binary, every role.
+import { parseArgs } from 'node:util'
+import { readFileSync } from 'node:fs'
+import { ConfigError, configTable, loadConfig } from './platform/config.ts'
+import { createLogger } from './platform/logger.ts'
+import { startTracing } from './platform/tracing.ts'
+import { ROLES, type Role } from './runtime.ts'
+
+const USAGE = `agent-gateway: pay-per-request gateway, scheduler, job runner and memory service for AI agents
+
+Usage:
+  agent-gateway serve [ROLE...]   run the given roles in one process (no role = all roles)
+  agent-gateway ROLE              same as \`serve ROLE\`
+  agent-gateway migrate           apply database migrations and exit
+  agent-gateway config            print the configuration variables and their defaults
+  agent-gateway --help | --version
+
+Roles: ${ROLES.join(', ')}
+  gateway        {base_url}: discovery, payments, plans, reviews, songs, speech (GATEWAY_PORT)
+  scheduler-api  {scheduler_url}: tasks, runs, ledger, accounts, webhooks (SCHEDULER_PORT)
+  controller     reconciles Task/Run resources into sandboxed runs (probes on CONTROLLER_PORT alone)
+  media          song/speech generation and DSP (probes on MEDIA_PORT alone)
+  memory         remember / recall / expand / deposits (MEMORY_PORT)
+
+Without DATABASE_URL data lives in PGlite under DATA_DIR; without REDIS_URL an in-process
+substitute stands in for Redis. Configuration comes from the environment:
+
+${configTable()}
+`
+
+function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
+  return pkg.version
+}
+
+export async function main(argv: string[]): Promise<number> {
+  let parsed
+  try {
+    parsed = parseArgs({ args: argv, allowPositionals: true, options: { help: { type: 'boolean', short: 'h' }, version: { type: 'boolean', short: 'v' } } })
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\n\n${USAGE}`)
+    return 2
+  }
+  if (parsed.values.help) {
+    process.stdout.write(USAGE)
+    return 0
+  }
+  if (parsed.values.version) {
+    process.stdout.write(`${version()}\n`)
+    return 0
+  }
+  const [command = 'serve', ...rest] = parsed.positionals
+  if (command === 'config') {
+    process.stdout.write(`${configTable()}\n`)
+    return 0
+  }
+  const roleArgs = command === 'serve' ? rest : command === 'migrate' ? [] : [command, ...rest]
+  const unknown = roleArgs.filter((role) => !ROLES.includes(role as Role))
+  if (command !== 'serve' && command !== 'migrate' && !ROLES.includes(command as Role)) {
+    process.stderr.write(`Unknown command "${command}".\n\n${USAGE}`)
+    return 2
+  }
+  if (unknown.length > 0) {
+    process.stderr.write(`Unknown role "${unknown[0]}"; roles are ${ROLES.join(', ')}.\n`)
+    return 2
+  }
+
+  let config
+  try {
+    config = loadConfig()
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`)
+      return 78 // EX_CONFIG
+    }
+    throw error
+  }
+  const logger = createLogger(config.logLevel)
+  // Tracing first: the instrumentations patch http and pg as those modules load.
+  const tracing = await startTracing({ otlpEndpoint: config.otlpEndpoint, serviceName: config.serviceName })
+  const runtime = await import('./runtime.ts')
+
+  if (command === 'migrate') {
+    const { migrate, migrationsDir } = await import('./platform/db/migrate.ts')
+    const db = await runtime.openPlatformDb(config)
+    try {
+      const applied = await migrate(db, migrationsDir)
+      process.stdout.write(`migrations applied: ${Array.isArray(applied) ? applied.length : 'done'}\n`)
+    } finally {
+      await db.close()
+    }
+    return 0
+  }
+
+  const roles = (roleArgs.length > 0 ? [...new Set(roleArgs)] : [...ROLES]) as Role[]
+  let running
+  try {
+    running = await runtime.start(config, roles, logger)
+  } catch (error) {
+    logger.fatal({ err: error }, 'start-up failed')
+    process.stderr.write(`agent-gateway: start-up failed: ${(error as Error).message}\n`)
+    await tracing?.shutdown()
+    return 1
+  }
+  for (const listener of running.listeners) {
+    const publicUrl = listener.name === 'gateway' ? config.publicBaseUrl : listener.name === 'scheduler' ? config.publicSchedulerUrl : listener.name === 'memory' ? config.publicMemoryUrl : listener.url
+    process.stdout.write(`${listener.name.padEnd(10)} ${listener.url}${publicUrl !== listener.url ? `  (public ${publicUrl})` : ''}\n`)
+  }
+  logger.info({ roles, listeners: running.listeners.map((l) => ({ name: l.name, url: l.url })), database: running.db.kind, kv: running.kv.kind }, 'agent-gateway ready')
+  process.stdout.write(`agent-gateway ready (${roles.join(', ')}; database ${running.db.kind}, kv ${running.kv.kind})\n`)
+
+  return await new Promise<number>((resolve) => {
+    let signalled = false
+    const shutdown = (signal: NodeJS.Signals) => {
+      if (signalled) return
+      signalled = true
+      logger.info({ signal }, 'shutting down: draining in-flight requests')
+      const force = setTimeout(() => {
+        logger.error({ graceMs: config.shutdownGraceMs }, 'shutdown grace period elapsed; exiting')
+        resolve(1)
+      }, config.shutdownGraceMs)
+      force.unref()
+      running
+        .stop()
+        .then(() => tracing?.shutdown())
+        .then(() => {
+          clearTimeout(force)
+          logger.info('stopped')
+          resolve(0)
+        })
+        .catch((error: unknown) => {
+          logger.error({ err: error }, 'error while stopping')
+          resolve(1)
+        })
+    }
+    process.once('SIGTERM', shutdown)
+    process.once('SIGINT', shutdown)
+  })
+}

@@ -1,0 +1,328 @@
+// Dev adapter of the chain port: a local anvil (chain id 8453) with TestUSDC's runtime code at
+// the canonical Base USDC address, driven by the SAME rpc adapter as production, plus a faucet.
+//
+// Process hygiene: anvil is spawned directly (the platform binary, not the npm node wrapper, so
+// the pid we signal is anvil itself) and is never left behind:
+//   - close(): SIGTERM (anvil dumps --state on exit), wait, SIGKILL after a timeout;
+//   - the parent exits normally / throws: a process 'exit' hook SIGTERMs every live anvil;
+//   - the parent dies hard (SIGKILL, OOM, a runner's SIGTERM): a tiny `sh` watchdog per anvil
+//     holds the read end of a pipe whose only writer is the parent; the kernel closes it when the
+//     parent dies, `read` sees EOF, and the watchdog SIGTERMs anvil (SIGKILL after 5 s).
+// The child and the pipes are unref'd, so a forgotten close() never keeps the parent alive.
+import { spawn } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { mkdir } from 'node:fs/promises'
+import { createRequire } from 'node:module'
+import { createServer } from 'node:net'
+import type { AddressInfo } from 'node:net'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { createPublicClient, encodeFunctionData, getAddress, http } from 'viem'
+import type { Address, Hex } from 'viem'
+import artifact from './contracts/TestUSDC.json' with { type: 'json' }
+import { createRpcChain } from './rpc.ts'
+import type { ChainLogger, DevChain } from './types.ts'
+import { BASE_CHAIN_ID, BASE_USDC, testUsdcFaucetAbi } from './usdc-abi.ts'
+
+/** anvil's well-known dev account #0 (public knowledge: never use it on a real network). */
+export const ANVIL_ACCOUNT_0_KEY: Hex = '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80'
+/** Impersonated sender of faucet mints: keeps mints off the service wallet's nonce sequence. */
+const FAUCET_SENDER: Address = getAddress('0x000000000000000000000000000000000000fa0c')
+const TEST_USDC_CODE = artifact.deployedBytecode as Hex
+const STATE_FILE = 'anvil-state.json'
+
+export interface DevChainOptions {
+  /** Persist chain state in `<dataDir>/anvil-state.json` across restarts. Default: in memory. */
+  dataDir?: string
+  /** Default: a free port on 127.0.0.1. */
+  port?: number
+  /** Service wallet; default anvil account #0 (has ETH for gas, needs no USDC to settle). */
+  serviceKey?: Hex
+  logger?: ChainLogger
+  /** How often anvil dumps state while running (a crash loses at most this); default 1 s. */
+  stateIntervalSeconds?: number
+  /** Readiness deadline; default 15 000 ms. */
+  startTimeoutMs?: number
+  /** Default receipt wait of settle/transfer; default 30 000 ms. */
+  confirmationTimeoutMs?: number
+  /** Override the anvil binary (default: @foundry-rs/anvil's platform binary). */
+  anvilPath?: string
+}
+
+/** A started dev chain; `pid` is anvil's process id. */
+export type StartedDevChain = DevChain & { readonly pid: number; readonly stateFile: string | undefined }
+
+// --- one 'exit' hook for all live anvils of this process ---
+const live = new Set<ChildProcess>()
+let exitHookInstalled = false
+function track(child: ChildProcess): void {
+  live.add(child)
+  if (exitHookInstalled) return
+  exitHookInstalled = true
+  process.on('exit', () => {
+    for (const c of live) {
+      try {
+        c.kill('SIGTERM')
+      } catch {
+        // already gone
+      }
+    }
+  })
+}
+
+export async function startDevChain(options: DevChainOptions = {}): Promise<StartedDevChain> {
+  const started = performance.now()
+  const log = options.logger
+  const bin = options.anvilPath ?? resolveAnvil(log)
+  const stateFile = options.dataDir ? path.resolve(options.dataDir, STATE_FILE) : undefined
+  if (options.dataDir) await mkdir(options.dataDir, { recursive: true })
+
+  // A picked free port can be taken before anvil binds it: retry with another one.
+  let anvil: AnvilProcess | undefined
+  for (let attempt = 0; anvil === undefined; attempt++) {
+    const port = options.port ?? (await freePort())
+    const args = ['--host', '127.0.0.1', '--port', String(port), '--chain-id', String(BASE_CHAIN_ID), '--quiet']
+    if (stateFile) args.push('--state', stateFile, '--state-interval', String(options.stateIntervalSeconds ?? 1))
+    try {
+      anvil = await launch(bin, args, port, options.startTimeoutMs ?? 15_000)
+    } catch (err) {
+      const portClash = err instanceof Error && /address already in use|addrinuse|os error 98/i.test(err.message)
+      if (!portClash || options.port !== undefined || attempt >= 3) throw err
+    }
+  }
+  const proc = anvil
+  const { child, rpcUrl } = proc
+  const pid = child.pid as number
+  const bootMs = Math.round(performance.now() - started)
+
+  try {
+    const chain = createRpcChain({
+      rpcUrl,
+      privateKey: options.serviceKey ?? ANVIL_ACCOUNT_0_KEY,
+      chainId: BASE_CHAIN_ID,
+      usdc: BASE_USDC,
+      confirmationTimeoutMs: options.confirmationTimeoutMs,
+      pollingIntervalMs: 20,
+      requestTimeoutMs: 5_000,
+      logger: log,
+    })
+    const publicClient = createPublicClient({ transport: http(rpcUrl, { timeout: 5_000, retryCount: 0 }), pollingInterval: 20 })
+    const rpc = <T>(method: string, params: unknown[]): Promise<T> =>
+      publicClient.request({ method: method as 'eth_chainId', params: params as never }) as Promise<T>
+
+    // TestUSDC at the canonical address: absent on a fresh chain, kept by a state load.
+    const code = await rpc<Hex>('eth_getCode', [BASE_USDC, 'latest'])
+    if (code.toLowerCase() !== TEST_USDC_CODE.toLowerCase()) {
+      if (code !== '0x') log?.warn({ usdc: BASE_USDC }, 'dev chain: replacing stale TestUSDC code (storage kept)')
+      await rpc('anvil_setCode', [BASE_USDC, TEST_USDC_CODE])
+    }
+    await rpc('anvil_impersonateAccount', [FAUCET_SENDER])
+    await rpc('anvil_setBalance', [FAUCET_SENDER, '0x3635c9adc5dea00000']) // 1000 ETH for gas
+
+    let mintQueue: Promise<unknown> = Promise.resolve()
+    let closing: Promise<void> | undefined
+
+    const dev: StartedDevChain = {
+      kind: 'dev',
+      rpcUrl,
+      pid,
+      stateFile,
+      chainId: chain.chainId,
+      usdc: chain.usdc,
+      serviceAddress: chain.serviceAddress,
+      settleAuthorization: (auth, signature, opts) => chain.settleAuthorization(auth, signature, opts),
+      settlementStatus: (txHash) => chain.settlementStatus(txHash),
+      isAuthorizationUsed: (from, nonce) => chain.isAuthorizationUsed(from, nonce),
+      transfer: (to, amount, opts) => chain.transfer(to, amount, opts),
+      balanceOf: (address) => chain.balanceOf(address),
+
+      mint(to, amount) {
+        // Serialized: anvil picks the impersonated sender's nonce per eth_sendTransaction.
+        const run = mintQueue.then(async () => {
+          const data = encodeFunctionData({ abi: testUsdcFaucetAbi, functionName: 'mint', args: [to, amount] })
+          const hash = await rpc<Hex>('eth_sendTransaction', [{ from: FAUCET_SENDER, to: BASE_USDC, data }])
+          const receipt = await publicClient.waitForTransactionReceipt({ hash, timeout: 30_000 })
+          if (receipt.status !== 'success') throw new Error(`mint reverted (${hash})`)
+          return hash
+        })
+        mintQueue = run.catch(() => undefined)
+        return run
+      },
+
+      close() {
+        closing ??= (async () => {
+          await chain.close()
+          await proc.stop(log)
+        })()
+        return closing
+      },
+    }
+    log?.info({ rpcUrl, pid, stateFile, ms: bootMs }, 'dev chain started')
+    return dev
+  } catch (err) {
+    await proc.stop(log)
+    throw err
+  }
+}
+
+interface AnvilProcess {
+  child: ChildProcess
+  rpcUrl: string
+  stop(log?: ChainLogger): Promise<void>
+}
+
+/** Spawns anvil + its parent-death watchdog and waits until it answers eth_chainId. */
+async function launch(bin: string, args: string[], port: number, timeoutMs: number): Promise<AnvilProcess> {
+  const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+  const output: string[] = []
+  const keep = (chunk: Buffer): void => {
+    output.push(chunk.toString('utf8'))
+    if (output.length > 50) output.shift()
+  }
+  child.stdout?.on('data', keep)
+  child.stderr?.on('data', keep)
+  let spawnError: Error | undefined
+  child.once('error', (err) => {
+    spawnError = err
+  })
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  const isAlive = (): boolean => child.exitCode === null && child.signalCode === null && spawnError === undefined
+
+  const watchdog = child.pid !== undefined && process.platform !== 'win32' ? startWatchdog(child.pid) : undefined
+  void exited.then(() => {
+    live.delete(child)
+    watchdog?.kill('SIGKILL')
+  })
+  track(child)
+  // Never keep the parent alive for anvil's sake (the exit hook / watchdog clean up).
+  child.unref()
+  unrefStream(child.stdout)
+  unrefStream(child.stderr)
+
+  let stopping: Promise<void> | undefined
+  const stop = (log?: ChainLogger): Promise<void> => {
+    stopping ??= (async () => {
+      if (!isAlive()) return
+      child.ref() // wait for the state dump even if nothing else keeps the loop alive
+      child.kill('SIGTERM')
+      if (!(await within(exited, 10_000))) {
+        log?.warn({ pid: child.pid }, 'anvil ignored SIGTERM for 10 s, killing')
+        child.kill('SIGKILL')
+        await within(exited, 5_000)
+      }
+      child.unref()
+    })()
+    return stopping
+  }
+
+  const rpcUrl = `http://127.0.0.1:${port}`
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    if (!isAlive()) {
+      await within(exited, 1_000)
+      const why = spawnError?.message ?? `exit code ${child.exitCode ?? child.signalCode}`
+      throw new Error(`anvil failed to start (${why}): ${output.join('').trim().slice(-2_000)}`)
+    }
+    if ((await chainIdAt(rpcUrl)) === BASE_CHAIN_ID && isAlive()) return { child, rpcUrl, stop }
+    if (Date.now() > deadline) {
+      await stop()
+      throw new Error(`anvil did not answer on ${rpcUrl} within ${timeoutMs} ms: ${output.join('').trim().slice(-2_000)}`)
+    }
+    await new Promise((resolve) => setTimeout(resolve, 15))
+  }
+}
+
+/**
+ * `sh` that waits for EOF on its stdin (a pipe only this process writes to), then stops anvil.
+ * EOF happens exactly when this process dies, however it dies. On a normal close() the
+ * watchdog is SIGKILLed once anvil has exited, so it never signals a recycled pid.
+ */
+function startWatchdog(pid: number): ChildProcess | undefined {
+  const script = [
+    'read -r _ignored',
+    'kill -TERM "$1" 2>/dev/null || exit 0',
+    'i=0',
+    'while kill -0 "$1" 2>/dev/null; do',
+    '  i=$((i+1)); if [ "$i" -ge 50 ]; then kill -KILL "$1" 2>/dev/null; exit 0; fi',
+    '  sleep 0.1',
+    'done',
+  ].join('\n')
+  try {
+    const watchdog = spawn('/bin/sh', ['-c', script, 'anvil-watchdog', String(pid)], { stdio: ['pipe', 'ignore', 'ignore'] })
+    watchdog.on('error', () => undefined)
+    watchdog.unref()
+    unrefStream(watchdog.stdin)
+    return watchdog
+  } catch {
+    return undefined
+  }
+}
+
+function unrefStream(stream: unknown): void {
+  const s = stream as { unref?: () => void } | null
+  s?.unref?.()
+}
+
+async function within(p: Promise<void>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms)
+  })
+  try {
+    return await Promise.race([p.then(() => true as const), timeout])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+async function chainIdAt(rpcUrl: string): Promise<number | undefined> {
+  try {
+    const res = await fetch(rpcUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}',
+      signal: AbortSignal.timeout(1_000),
+    })
+    const body = (await res.json()) as { result?: string }
+    return body.result ? Number.parseInt(body.result, 16) : undefined
+  } catch {
+    return undefined
+  }
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer()
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => resolve())
+  })
+  const { port } = server.address() as AddressInfo
+  await new Promise<void>((resolve) => server.close(() => resolve()))
+  return port
+}
+
+/** The platform binary of @foundry-rs/anvil, resolved from this file (not the cwd). */
+function resolveAnvil(log?: ChainLogger): string {
+  const require = createRequire(import.meta.url)
+  const os = ({ linux: 'linux', darwin: 'darwin', win32: 'win32' } as Record<string, string>)[process.platform]
+  const cpu = ({ x64: 'amd64', arm64: 'arm64' } as Record<string, string>)[process.arch]
+  const exe = process.platform === 'win32' ? 'anvil.exe' : 'anvil'
+  if (os && cpu) {
+    try {
+      return require.resolve(`@foundry-rs/anvil-${os}-${cpu}/bin/${exe}`)
+    } catch {
+      // fall back to the npm wrapper
+    }
+  }
+  // The wrapper is a node script that re-spawns the binary: SIGKILLing it would orphan anvil.
+  for (let dir = path.dirname(fileURLToPath(import.meta.url)); ; dir = path.dirname(dir)) {
+    const wrapper = path.join(dir, 'node_modules', '.bin', 'anvil')
+    if (existsSync(wrapper)) {
+      log?.warn({ wrapper }, 'anvil platform binary not found, using the npm wrapper')
+      return wrapper
+    }
+    if (path.dirname(dir) === dir) break
+  }
+  throw new Error('anvil not found: npm install @foundry-rs/anvil')
+}

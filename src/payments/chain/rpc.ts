@@ -1,0 +1,322 @@
+// RPC adapter of the chain port: any EVM JSON-RPC endpoint + the service hot wallet.
+// Production adapter (Base mainnet); the dev adapter runs this same code against anvil, so there
+// is ONE implementation of settle / transfer / status.
+//
+// Writes are: simulate (eth_call; a revert → failed, nothing broadcast) → prepare + sign locally
+// (the tx hash is known before anything leaves the process) → eth_sendRawTransaction → wait for
+// the receipt. If the RPC does not answer the broadcast, the tx may or may not be out: that is
+// `pending` with the locally computed hash, never `failed` and never a re-broadcast.
+// Broadcasts are serialized per adapter with a locally tracked nonce (one adapter per wallet).
+import {
+  BaseError,
+  ContractFunctionRevertedError,
+  HttpRequestError,
+  TimeoutError,
+  TransactionReceiptNotFoundError,
+  WaitForTransactionReceiptTimeoutError,
+  createPublicClient,
+  createWalletClient,
+  defineChain,
+  encodeFunctionData,
+  getAddress,
+  http,
+  isAddressEqual,
+  keccak256,
+  parseEventLogs,
+  parseSignature,
+  size,
+} from 'viem'
+import type { Address, Chain, Hex, TransactionReceipt } from 'viem'
+import { privateKeyToAccount } from 'viem/accounts'
+import type { ChainLogger, ChainPort, SettlementResult, TransferAuthorization } from './types.ts'
+import { BASE_CHAIN_ID, BASE_USDC, usdcAbi } from './usdc-abi.ts'
+
+export interface RpcChainOptions {
+  rpcUrl: string
+  /** Service wallet key: submits settlements (pays gas in ETH) and pays refunds (in USDC). */
+  privateKey: Hex
+  /** Default 8453 (Base mainnet). */
+  chainId?: number
+  /** Default: canonical Base USDC. */
+  usdc?: Address
+  /** Default receipt wait of settleAuthorization/transfer; default 30 000 ms. */
+  confirmationTimeoutMs?: number
+  /** Per JSON-RPC request; default 10 000 ms. */
+  requestTimeoutMs?: number
+  /** Receipt polling; default 250 ms (Base makes a block every 2 s). */
+  pollingIntervalMs?: number
+  logger?: ChainLogger
+}
+
+export interface RpcChain extends ChainPort {
+  kind: 'rpc'
+}
+
+const DEFAULT_CONFIRMATION_TIMEOUT_MS = 30_000
+const MAX_NONCE_RETRIES = 2
+
+type Broadcast =
+  | { outcome: 'sent'; hash: Hex }
+  | { outcome: 'rejected'; reason: string }
+  /** The RPC did not answer: the signed tx may be out. */
+  | { outcome: 'unknown'; hash: Hex; reason: string }
+
+export function createRpcChain(options: RpcChainOptions): RpcChain {
+  const chainId = options.chainId ?? BASE_CHAIN_ID
+  const usdc = getAddress(options.usdc ?? BASE_USDC)
+  const defaultTimeoutMs = options.confirmationTimeoutMs ?? DEFAULT_CONFIRMATION_TIMEOUT_MS
+  const pollingInterval = options.pollingIntervalMs ?? 250
+  const log = options.logger
+  const account = privateKeyToAccount(options.privateKey)
+  const chain: Chain = defineChain({
+    id: chainId,
+    name: `eip155:${chainId}`,
+    nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
+    rpcUrls: { default: { http: [options.rpcUrl] } },
+  })
+  const transport = http(options.rpcUrl, {
+    timeout: options.requestTimeoutMs ?? 10_000,
+    retryCount: 2,
+    retryDelay: 100,
+  })
+  const publicClient = createPublicClient({ chain, transport, pollingInterval })
+  const walletClient = createWalletClient({ account, chain, transport, pollingInterval })
+
+  let closed = false
+  let chainChecked = false
+  /** Next nonce of the service wallet; undefined = ask the node (`pending`). */
+  let nextNonce: number | undefined
+  let writeQueue: Promise<unknown> = Promise.resolve()
+
+  function assertOpen(): void {
+    if (closed) throw new Error('chain port is closed')
+  }
+
+  /** Runs fn after every earlier broadcast finished (one nonce at a time). */
+  function exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = writeQueue.then(fn, fn)
+    writeQueue = run.catch(() => undefined)
+    return run
+  }
+
+  async function ensureChain(): Promise<void> {
+    if (chainChecked) return
+    const remote = await publicClient.getChainId()
+    if (remote !== chainId) throw new Error(`RPC is on chain ${remote}, expected ${chainId}`)
+    chainChecked = true
+  }
+
+  /** Signs locally and broadcasts `data` to USDC from the service wallet. */
+  function broadcast(data: Hex): Promise<Broadcast> {
+    return exclusive(async () => {
+      for (let attempt = 0; ; attempt++) {
+        let nonce: number
+        let hash: Hex
+        let serializedTransaction: Hex
+        try {
+          await ensureChain()
+          nonce = nextNonce ?? (await publicClient.getTransactionCount({ address: account.address, blockTag: 'pending' }))
+          // Fills gas (eth_estimateGas) and EIP-1559 fees; signing is local.
+          const request = await walletClient.prepareTransactionRequest({ account, chain, to: usdc, data, nonce, type: 'eip1559' })
+          serializedTransaction = await account.signTransaction({
+            type: 'eip1559',
+            chainId,
+            to: usdc,
+            data,
+            nonce,
+            gas: request.gas,
+            maxFeePerGas: request.maxFeePerGas,
+            maxPriorityFeePerGas: request.maxPriorityFeePerGas,
+          })
+          hash = keccak256(serializedTransaction)
+        } catch (err) {
+          // Nothing has left the process.
+          return { outcome: 'rejected', reason: errorReason(err) }
+        }
+        try {
+          await publicClient.sendRawTransaction({ serializedTransaction })
+          nextNonce = nonce + 1
+          return { outcome: 'sent', hash }
+        } catch (err) {
+          const reason = errorReason(err)
+          if (/already known|known transaction|already imported/i.test(reason)) {
+            nextNonce = nonce + 1
+            return { outcome: 'sent', hash }
+          }
+          nextNonce = undefined // re-read from the node next time
+          if (isTransportError(err)) return { outcome: 'unknown', hash, reason }
+          if (attempt < MAX_NONCE_RETRIES && /nonce too low|nonce has already been used|replacement transaction underpriced|nonce too high/i.test(reason)) {
+            log?.warn({ nonce, reason }, 'chain: stale nonce, retrying with a fresh one')
+            continue
+          }
+          return { outcome: 'rejected', reason }
+        }
+      }
+    })
+  }
+
+  /** Waits for the receipt of a broadcast tx and checks the expected USDC Transfer log. */
+  async function awaitOutcome(
+    hash: Hex,
+    expected: { from: Address; to: Address; value: bigint },
+    timeoutMs: number,
+  ): Promise<SettlementResult> {
+    let receipt: TransactionReceipt
+    try {
+      receipt = await publicClient.waitForTransactionReceipt({ hash, timeout: timeoutMs, pollingInterval })
+    } catch (err) {
+      if (!(err instanceof WaitForTransactionReceiptTimeoutError)) {
+        log?.warn({ txHash: hash, err: errorReason(err) }, 'chain: receipt lookup failed')
+      }
+      return { status: 'pending', txHash: hash }
+    }
+    if (receipt.transactionHash !== hash) {
+      // viem follows replacements; ours was dropped for another tx with the same nonce.
+      return { status: 'failed', reason: `replaced by ${receipt.transactionHash}`, txHash: hash }
+    }
+    if (receipt.status !== 'success') return { status: 'failed', reason: 'transaction reverted', txHash: hash }
+    const transfers = parseEventLogs({ abi: usdcAbi, eventName: 'Transfer', logs: receipt.logs, strict: true })
+    const matched = transfers.some(
+      (l) =>
+        isAddressEqual(l.address, usdc) &&
+        isAddressEqual(l.args.from, expected.from) &&
+        isAddressEqual(l.args.to, expected.to) &&
+        l.args.value === expected.value,
+    )
+    if (!matched) return { status: 'failed', reason: 'no matching USDC Transfer log in the receipt', txHash: hash }
+    return { status: 'confirmed', txHash: hash, blockNumber: receipt.blockNumber }
+  }
+
+  async function write(
+    op: string,
+    simulate: () => Promise<unknown>,
+    data: Hex,
+    expected: { from: Address; to: Address; value: bigint },
+    timeoutMs: number,
+  ): Promise<SettlementResult> {
+    const started = performance.now()
+    try {
+      await simulate()
+    } catch (err) {
+      const reason = errorReason(err)
+      log?.info({ op, reason }, 'chain: simulation failed, nothing broadcast')
+      return { status: 'failed', reason }
+    }
+    const sent = await broadcast(data)
+    if (sent.outcome === 'rejected') {
+      log?.warn({ op, reason: sent.reason }, 'chain: broadcast rejected')
+      return { status: 'failed', reason: sent.reason }
+    }
+    if (sent.outcome === 'unknown') {
+      log?.error({ op, txHash: sent.hash, reason: sent.reason }, 'chain: broadcast unanswered, outcome unknown')
+      return { status: 'pending', txHash: sent.hash }
+    }
+    const result = await awaitOutcome(sent.hash, expected, timeoutMs)
+    const ms = Math.round(performance.now() - started)
+    if (result.status === 'confirmed') log?.info({ op, txHash: result.txHash, block: result.blockNumber.toString(), ms }, 'chain: confirmed')
+    else if (result.status === 'pending') log?.warn({ op, txHash: result.txHash, ms }, 'chain: receipt not seen in time, pending')
+    else log?.warn({ op, txHash: result.txHash, reason: result.reason, ms }, 'chain: transaction failed')
+    return result
+  }
+
+  const port: RpcChain = {
+    kind: 'rpc',
+    chainId,
+    usdc,
+    serviceAddress: account.address,
+
+    async settleAuthorization(auth, signature, opts) {
+      assertOpen()
+      const timeoutMs = opts?.timeoutMs ?? defaultTimeoutMs
+      let call: { simulate: () => Promise<unknown>; data: Hex }
+      try {
+        call = settlementCall(auth, signature)
+      } catch (err) {
+        return { status: 'failed', reason: errorReason(err) }
+      }
+      return write('settle', call.simulate, call.data, { from: auth.from, to: auth.to, value: auth.value }, timeoutMs)
+    },
+
+    async settlementStatus(txHash) {
+      assertOpen()
+      try {
+        const receipt = await publicClient.getTransactionReceipt({ hash: txHash })
+        return receipt.status === 'success' ? 'confirmed' : 'failed'
+      } catch (err) {
+        if (err instanceof BaseError && err.walk((e) => e instanceof TransactionReceiptNotFoundError)) return 'pending'
+        throw err
+      }
+    },
+
+    async isAuthorizationUsed(from, nonce) {
+      assertOpen()
+      return publicClient.readContract({ address: usdc, abi: usdcAbi, functionName: 'authorizationState', args: [from, nonce] })
+    },
+
+    async transfer(to, amount, opts) {
+      assertOpen()
+      if (amount <= 0n) return { status: 'failed', reason: 'amount must be positive' }
+      const timeoutMs = opts?.timeoutMs ?? defaultTimeoutMs
+      const args = [to, amount] as const
+      return write(
+        'transfer',
+        () => publicClient.simulateContract({ account, address: usdc, abi: usdcAbi, functionName: 'transfer', args }),
+        encodeFunctionData({ abi: usdcAbi, functionName: 'transfer', args }),
+        { from: account.address, to, value: amount },
+        timeoutMs,
+      )
+    },
+
+    async balanceOf(address) {
+      assertOpen()
+      return publicClient.readContract({ address: usdc, abi: usdcAbi, functionName: 'balanceOf', args: [address] })
+    },
+
+    async close() {
+      closed = true
+      // Let in-flight broadcasts finish; receipt waits end on their own timeouts.
+      await writeQueue
+    },
+  }
+
+  /** 65-byte ECDSA → the (v,r,s) overload every USDC version has; anything else (ERC-1271) → bytes. */
+  function settlementCall(auth: TransferAuthorization, signature: Hex): { simulate: () => Promise<unknown>; data: Hex } {
+    const head = [auth.from, auth.to, auth.value, auth.validAfter, auth.validBefore, auth.nonce] as const
+    if (size(signature) === 65) {
+      const { r, s, v, yParity } = parseSignature(signature)
+      const args = [...head, Number(v ?? BigInt(yParity + 27)), r, s] as const
+      return {
+        simulate: () =>
+          publicClient.simulateContract({ account, address: usdc, abi: usdcAbi, functionName: 'transferWithAuthorization', args }),
+        data: encodeFunctionData({ abi: usdcAbi, functionName: 'transferWithAuthorization', args }),
+      }
+    }
+    const args = [...head, signature] as const
+    return {
+      simulate: () =>
+        publicClient.simulateContract({ account, address: usdc, abi: usdcAbi, functionName: 'transferWithAuthorization', args }),
+      data: encodeFunctionData({ abi: usdcAbi, functionName: 'transferWithAuthorization', args }),
+    }
+  }
+
+  return port
+}
+
+/** Transport-level failure: the request may or may not have reached the node. */
+function isTransportError(err: unknown): boolean {
+  if (!(err instanceof BaseError)) return !(err instanceof Error) || err.name === 'AbortError' || err.name === 'TypeError'
+  return err.walk((e) => e instanceof HttpRequestError || e instanceof TimeoutError) !== null
+}
+
+/** Revert reason of a simulation, or the shortest useful message of any error. */
+export function errorReason(err: unknown): string {
+  if (err instanceof BaseError) {
+    const revert = err.walk((e) => e instanceof ContractFunctionRevertedError)
+    if (revert instanceof ContractFunctionRevertedError) {
+      return revert.reason ?? revert.data?.errorName ?? revert.shortMessage
+    }
+    if (!err.details || err.details === err.shortMessage) return err.shortMessage
+    return `${err.shortMessage.replace(/\.$/, '')}: ${err.details}`
+  }
+  return err instanceof Error ? err.message : String(err)
+}

@@ -1,0 +1,62 @@
+// The chain port: the one interface through which x402 settlement and refunds touch a chain.
+// Two adapters implement it: `rpc` (any EVM JSON-RPC + a hot wallet; production, Base mainnet)
+// and `dev` (a local anvil process + the rpc adapter pointed at it + a USDC faucet).
+// Amounts are integer micros (USDC has 6 decimals) as bigint.
+import type { Address, Hex } from 'viem'
+
+/** The EIP-3009 `TransferWithAuthorization` message a payer signed (x402 `exact`). */
+export interface TransferAuthorization {
+  from: Address
+  to: Address
+  value: bigint
+  validAfter: bigint
+  validBefore: bigint
+  nonce: Hex
+}
+
+export type SettlementResult =
+  | { status: 'confirmed'; txHash: Hex; blockNumber: bigint }
+  /** Reverted on-chain (txHash set) or rejected before broadcast (no txHash): nothing moved. */
+  | { status: 'failed'; reason: string; txHash?: Hex }
+  /**
+   * Broadcast (or possibly broadcast: the RPC did not answer), receipt not seen in time:
+   * outcome unknown. Reconcile later with `settlementStatus(txHash)` and, for settlements,
+   * `isAuthorizationUsed(from, nonce)` (unused after `validBefore` = can never move).
+   * NEVER re-broadcast.
+   */
+  | { status: 'pending'; txHash: Hex }
+
+export interface ChainPort {
+  readonly kind: 'dev' | 'rpc'
+  readonly chainId: number
+  readonly usdc: Address
+  /** The service wallet that submits settlements and pays refunds. */
+  readonly serviceAddress: Address
+  /** USDC.transferWithAuthorization(from,to,value,validAfter,validBefore,nonce,signature) sent by the service wallet; waits up to timeoutMs for the receipt. */
+  settleAuthorization(auth: TransferAuthorization, signature: Hex, options?: { timeoutMs?: number }): Promise<SettlementResult>
+  /** Receipt lookup for reconciling a pending settlement. Throws if the RPC cannot be reached. */
+  settlementStatus(txHash: Hex): Promise<'confirmed' | 'failed' | 'pending'>
+  /** USDC.authorizationState(from, nonce): true once the nonce was used on-chain. */
+  isAuthorizationUsed(from: Address, nonce: Hex): Promise<boolean>
+  /** USDC transfer from the service wallet (refunds). Waits for the receipt. */
+  transfer(to: Address, amount: bigint, options?: { timeoutMs?: number }): Promise<SettlementResult>
+  balanceOf(address: Address): Promise<bigint>
+  close(): Promise<void>
+}
+
+export interface DevChain extends ChainPort {
+  kind: 'dev'
+  rpcUrl: string
+  /** test USDC mint (faucet); resolves once the mint is mined. */
+  mint(to: Address, amount: bigint): Promise<Hex>
+}
+
+/** The subset of a pino logger the adapters use (a pino `Logger` fits). */
+export interface ChainLogger {
+  debug(obj: object, msg?: string): void
+  info(obj: object, msg?: string): void
+  warn(obj: object, msg?: string): void
+  error(obj: object, msg?: string): void
+}
+
+export type { Address, Hex }

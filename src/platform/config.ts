@@ -1,0 +1,147 @@
+// The one typed configuration module. Parsed once at start-up from the environment; every
+// variable is declared here with its default and documentation (the README table and
+// `agent-gateway --help` are printed from this list, so they cannot drift).
+import path from 'node:path'
+
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
+
+export interface Config {
+  host: string
+  gatewayPort: number
+  schedulerPort: number
+  memoryPort: number
+  mediaPort: number
+  controllerPort: number
+  dataDir: string
+  databaseUrl: string | undefined
+  redisUrl: string | undefined
+  publicBaseUrl: string
+  publicSchedulerUrl: string
+  publicMemoryUrl: string
+  bodyLimitBytes: number
+  logLevel: LogLevel
+  otlpEndpoint: string | undefined
+  serviceName: string
+  shutdownGraceMs: number
+  /** Pay-to address for x402 / MPP. */
+  payTo: string
+}
+
+export class ConfigError extends Error {
+  readonly variable: string
+  constructor(variable: string, message: string) {
+    super(`Invalid configuration: ${variable} ${message}`)
+    this.name = 'ConfigError'
+    this.variable = variable
+  }
+}
+
+type Env = Record<string, string | undefined>
+
+interface Variable {
+  name: string
+  default: string
+  doc: string
+}
+
+/** Every variable the service reads, in README order. `default` is documentation text. */
+export const configVariables: readonly Variable[] = [
+  { name: 'HOST', default: '127.0.0.1', doc: 'Interface every listener binds to (0.0.0.0 in a container).' },
+  { name: 'GATEWAY_PORT', default: '4020', doc: 'Port of the gateway ({base_url}).' },
+  { name: 'SCHEDULER_PORT', default: '4021', doc: 'Port of the scheduler API ({scheduler_url}).' },
+  { name: 'MEMORY_PORT', default: '4022', doc: 'Port of the memory service.' },
+  { name: 'MEDIA_PORT', default: '4023', doc: 'Port of the media role when it runs on its own (internal).' },
+  { name: 'CONTROLLER_PORT', default: '4024', doc: 'Health/metrics port of the controller role when it runs on its own.' },
+  { name: 'DATA_DIR', default: './.agent-gateway', doc: 'Embedded-default data directory (PGlite files, blobs).' },
+  { name: 'DATABASE_URL', default: '(unset: PGlite in DATA_DIR)', doc: 'Postgres connection string; unset = embedded PGlite.' },
+  { name: 'REDIS_URL', default: '(unset: in-process)', doc: 'Redis connection string; unset = in-process substitute.' },
+  { name: 'PUBLIC_BASE_URL', default: 'http://HOST:GATEWAY_PORT', doc: 'Public URL of the gateway, used in documents and links.' },
+  { name: 'PUBLIC_SCHEDULER_URL', default: 'http://HOST:SCHEDULER_PORT', doc: 'Public URL of the scheduler API.' },
+  { name: 'PUBLIC_MEMORY_URL', default: 'http://HOST:MEMORY_PORT', doc: 'Public URL of the memory service.' },
+  { name: 'BODY_LIMIT_BYTES', default: '16777216', doc: 'Largest accepted request body; larger bodies get 413.' },
+  { name: 'LOG_LEVEL', default: 'info', doc: 'pino level: fatal, error, warn, info, debug, trace, silent.' },
+  { name: 'OTEL_EXPORTER_OTLP_ENDPOINT', default: '(unset: tracing off)', doc: 'OTLP/HTTP endpoint; tracing is on only when set.' },
+  { name: 'OTEL_SERVICE_NAME', default: 'agent-gateway', doc: 'service.name of exported spans.' },
+  { name: 'SHUTDOWN_GRACE_MS', default: '10000', doc: 'How long SIGTERM waits for in-flight requests before closing.' },
+  { name: 'PAY_TO_ADDRESS', default: '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266', doc: 'EVM address that receives x402/MPP payments (default: the local dev chain account #0; set your own in production).' },
+]
+
+const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
+
+function readPort(env: Env, name: string, fallback: number): number {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return fallback
+  if (!/^\d+$/.test(raw)) throw new ConfigError(name, `must be a port number (0-65535), got "${raw}"`)
+  const port = Number(raw)
+  if (port > 65535) throw new ConfigError(name, `must be a port number (0-65535), got "${raw}"`)
+  return port
+}
+
+function readPositiveInt(env: Env, name: string, fallback: number): number {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return fallback
+  if (!/^\d+$/.test(raw) || Number(raw) <= 0 || !Number.isSafeInteger(Number(raw))) {
+    throw new ConfigError(name, `must be a positive integer, got "${raw}"`)
+  }
+  return Number(raw)
+}
+
+function readUrl(env: Env, name: string, protocols: readonly string[]): string | undefined {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return undefined
+  let parsed: URL
+  try {
+    parsed = new URL(raw)
+  } catch {
+    throw new ConfigError(name, 'must be an absolute URL')
+  }
+  if (!protocols.includes(parsed.protocol)) {
+    throw new ConfigError(name, `must use ${protocols.join(' or ')}, got "${parsed.protocol}"`)
+  }
+  return raw
+}
+
+function stripSlash(url: string): string {
+  return url.endsWith('/') ? url.slice(0, -1) : url
+}
+
+export function loadConfig(env: Env = process.env, cwd: string = process.cwd()): Config {
+  const host = env.HOST || '127.0.0.1'
+  const gatewayPort = readPort(env, 'GATEWAY_PORT', 4020)
+  const schedulerPort = readPort(env, 'SCHEDULER_PORT', 4021)
+  const memoryPort = readPort(env, 'MEMORY_PORT', 4022)
+  const mediaPort = readPort(env, 'MEDIA_PORT', 4023)
+  const controllerPort = readPort(env, 'CONTROLLER_PORT', 4024)
+  const logLevel = (env.LOG_LEVEL || 'info') as LogLevel
+  if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`)
+  const payTo = env.PAY_TO_ADDRESS || '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266'
+  if (!/^0x[0-9a-fA-F]{40}$/.test(payTo)) throw new ConfigError('PAY_TO_ADDRESS', 'must be a 0x-prefixed 20-byte hex address')
+  const linkHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host
+  const http = ['http:', 'https:']
+  return {
+    host,
+    gatewayPort,
+    schedulerPort,
+    memoryPort,
+    mediaPort,
+    controllerPort,
+    dataDir: path.resolve(cwd, env.DATA_DIR || './.agent-gateway'),
+    databaseUrl: readUrl(env, 'DATABASE_URL', ['postgres:', 'postgresql:']),
+    redisUrl: readUrl(env, 'REDIS_URL', ['redis:', 'rediss:']),
+    publicBaseUrl: stripSlash(readUrl(env, 'PUBLIC_BASE_URL', http) ?? `http://${linkHost}:${gatewayPort}`),
+    publicSchedulerUrl: stripSlash(readUrl(env, 'PUBLIC_SCHEDULER_URL', http) ?? `http://${linkHost}:${schedulerPort}`),
+    publicMemoryUrl: stripSlash(readUrl(env, 'PUBLIC_MEMORY_URL', http) ?? `http://${linkHost}:${memoryPort}`),
+    bodyLimitBytes: readPositiveInt(env, 'BODY_LIMIT_BYTES', 16 * 1024 * 1024),
+    logLevel,
+    otlpEndpoint: readUrl(env, 'OTEL_EXPORTER_OTLP_ENDPOINT', http),
+    serviceName: env.OTEL_SERVICE_NAME || 'agent-gateway',
+    shutdownGraceMs: readPositiveInt(env, 'SHUTDOWN_GRACE_MS', 10_000),
+    payTo,
+  }
+}
+
+/** Markdown table of the variables (README, --help). */
+export function configTable(): string {
+  const rows = configVariables.map((v) => `| \`${v.name}\` | \`${v.default}\` | ${v.doc} |`)
+  return ['| Variable | Default | Meaning |', '|---|---|---|', ...rows].join('\n')
+}

@@ -1,0 +1,30 @@
+// OpenTelemetry tracing, off unless an OTLP endpoint is configured. It must start before
+// fastify and pg are loaded so the http and pg instrumentations can patch them.
+export interface Tracing {
+  shutdown(): Promise<void>
+}
+
+export async function startTracing(options: { otlpEndpoint: string | undefined; serviceName: string }): Promise<Tracing | undefined> {
+  if (!options.otlpEndpoint) return undefined
+  const [{ NodeSDK }, { OTLPTraceExporter }, { HttpInstrumentation }, { PgInstrumentation }] = await Promise.all([
+    import('@opentelemetry/sdk-node'),
+    import('@opentelemetry/exporter-trace-otlp-http'),
+    import('@opentelemetry/instrumentation-http'),
+    import('@opentelemetry/instrumentation-pg'),
+  ])
+  const endpoint = options.otlpEndpoint.replace(/\/$/, '')
+  const sdk = new NodeSDK({
+    serviceName: options.serviceName,
+    traceExporter: new OTLPTraceExporter({ url: `${endpoint}/v1/traces` }),
+    instrumentations: [
+      new HttpInstrumentation({
+        // Payment proofs and bearer tokens travel in headers; never record them on spans.
+        headersToSpanAttributes: { server: { requestHeaders: ['x-request-id'], responseHeaders: ['x-request-id'] } },
+        ignoreIncomingRequestHook: (req) => req.url === '/healthz' || req.url === '/readyz' || req.url === '/metrics',
+      }),
+      new PgInstrumentation({ enhancedDatabaseReporting: false }),
+    ],
+  })
+  sdk.start()
+  return { shutdown: () => sdk.shutdown() }
+}

@@ -1,0 +1,112 @@
+// Composition root: opens the platform (database, key-value store, metrics), builds the
+// catalog, starts the listeners of the requested roles, and stops them in order.
+import path from 'node:path'
+import type { FastifyInstance } from 'fastify'
+import type { Config } from './platform/config.ts'
+import type { Logger } from './platform/logger.ts'
+import { createMetrics } from './platform/metrics.ts'
+import { createHttpApp } from './platform/http.ts'
+import { openDb, type Db } from './platform/db/index.ts'
+import { migrate, migrationsDir } from './platform/db/migrate.ts'
+import { openKeyValue, type KeyValue } from './platform/kv/index.ts'
+import { registry } from './catalog/registry.ts'
+import { createCatalog, type Catalog } from './catalog/catalog.ts'
+import type { ServiceAppDeps } from './catalog/service-app.ts'
+import { buildGatewayApp, GATEWAY_OPERATIONS } from './gateway/app.ts'
+import { buildSchedulerApp, SCHEDULER_OPERATIONS } from './scheduler/app.ts'
+import { buildMemoryApp, MEMORY_OPERATIONS } from './memory/app.ts'
+
+export const ROLES = ['gateway', 'scheduler-api', 'controller', 'media', 'memory'] as const
+export type Role = (typeof ROLES)[number]
+
+export interface Listener {
+  name: string
+  url: string
+  app: FastifyInstance
+}
+
+export interface Running {
+  roles: Role[]
+  listeners: Listener[]
+  db: Db
+  kv: KeyValue
+  catalog: Catalog
+  stop(): Promise<void>
+}
+
+/** Every operation with a handler in this build, whichever roles run in this process. */
+export const IMPLEMENTED_OPERATIONS: ReadonlySet<string> = new Set([...GATEWAY_OPERATIONS, ...SCHEDULER_OPERATIONS, ...MEMORY_OPERATIONS])
+
+export async function openPlatformDb(config: Config): Promise<Db> {
+  return config.databaseUrl
+    ? openDb({ kind: 'postgres', url: config.databaseUrl })
+    : openDb({ kind: 'pglite', dataDir: path.join(config.dataDir, 'pgdata') })
+}
+
+export async function start(config: Config, roles: readonly Role[], logger: Logger): Promise<Running> {
+  const db = await openPlatformDb(config)
+  const kv = await openKeyValue(config.redisUrl ? { kind: 'redis', url: config.redisUrl } : { kind: 'memory' })
+  try {
+    await migrate(db, migrationsDir)
+  } catch (error) {
+    await Promise.allSettled([db.close(), kv.close()])
+    throw error
+  }
+  const metrics = createMetrics()
+  const catalog = createCatalog(registry, {
+    urls: { gateway: config.publicBaseUrl, scheduler: config.publicSchedulerUrl, memory: config.publicMemoryUrl },
+    implemented: IMPLEMENTED_OPERATIONS,
+  })
+  const deps: ServiceAppDeps = {
+    catalog,
+    logger,
+    metrics,
+    bodyLimitBytes: config.bodyLimitBytes,
+    payTo: config.payTo,
+    readiness: { database: () => db.ping(), kv: () => kv.ping() },
+  }
+
+  const planned: { name: string; port: number; app: FastifyInstance }[] = []
+  const has = (role: Role) => roles.includes(role)
+  if (has('gateway')) planned.push({ name: 'gateway', port: config.gatewayPort, app: buildGatewayApp(deps) })
+  if (has('scheduler-api')) planned.push({ name: 'scheduler', port: config.schedulerPort, app: buildSchedulerApp(deps) })
+  if (has('memory')) planned.push({ name: 'memory', port: config.memoryPort, app: buildMemoryApp(deps) })
+  // Media and controller serve no public API; on their own they still need probes and /metrics.
+  const probeOnly = (name: string) => createHttpApp({ name, logger, metrics, bodyLimitBytes: config.bodyLimitBytes, readiness: deps.readiness })
+  if (has('media') && roles.length === 1) planned.push({ name: 'media', port: config.mediaPort, app: probeOnly('media') })
+  if (has('controller') && roles.length === 1) planned.push({ name: 'controller', port: config.controllerPort, app: probeOnly('controller') })
+
+  const listeners: Listener[] = []
+  const stopAll = async () => {
+    await Promise.allSettled(planned.map((entry) => entry.app.close()))
+    await Promise.allSettled([db.close(), kv.close()])
+  }
+  try {
+    for (const entry of planned) {
+      await entry.app.listen({ host: config.host, port: entry.port })
+      const address = entry.app.server.address()
+      const port = typeof address === 'object' && address ? address.port : entry.port
+      listeners.push({ name: entry.name, url: `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`, app: entry.app })
+    }
+  } catch (error) {
+    await stopAll()
+    throw error
+  }
+
+  let stopping: Promise<void> | undefined
+  return {
+    roles: [...roles],
+    listeners,
+    db,
+    kv,
+    catalog,
+    stop() {
+      // Readiness goes 503 first so load balancers stop sending; close() then drains in-flight requests.
+      stopping ??= (async () => {
+        for (const listener of listeners) listener.app.markDraining()
+        await stopAll()
+      })()
+      return stopping
+    },
+  }
+}
