@@ -1,7 +1,9 @@
 // Fastify routes of the discovery surface, and the mounting of registry operations.
 // Documents are derived once and served pre-serialized: discovery is the hottest free path.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { Type, type Static } from '@sinclair/typebox'
+import { createHash } from 'node:crypto'
+import { brotliCompressSync, constants as zlibConstants, gzipSync } from 'node:zlib'
+import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { AppError } from '../platform/errors.ts'
 import { parseMicros } from '../platform/money.ts'
 import type { Catalog } from './catalog.ts'
@@ -29,9 +31,49 @@ type OpenapiQuery = Static<typeof OpenapiQuerySchema>
 
 const SlugParams = Type.Object({ slug: Type.String({ minLength: 1, maxLength: 100 }) })
 
-/** Small bounded cache of serialized responses keyed by the normalized query. */
-function boundedCache(limit: number): { get(key: string): string | undefined; set(key: string, value: string): void } {
-  const entries = new Map<string, string>()
+/**
+ * A document rendered once: its bytes, precompressed variants and a strong ETag. Discovery
+ * documents are immutable for the life of the process, so this is all the work a request does.
+ */
+export interface RenderedDocument {
+  contentType: string
+  body: Buffer
+  /** Compressed on first use, then kept: searches with no takers for gzip cost nothing extra. */
+  gzip(): Buffer
+  br(): Buffer
+  etag: string
+  link?: string | undefined
+}
+
+export function renderDocument(contentType: string, text: string, link?: string): RenderedDocument {
+  const body = Buffer.from(text)
+  let gzip: Buffer | undefined
+  let br: Buffer | undefined
+  return {
+    contentType,
+    body,
+    gzip: () => (gzip ??= gzipSync(body, { level: 6 })),
+    br: () => (br ??= brotliCompressSync(body, { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 6, [zlibConstants.BROTLI_PARAM_SIZE_HINT]: body.length } })),
+    etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`,
+    link,
+  }
+}
+
+/** Sends a rendered document, honouring If-None-Match and Accept-Encoding (br, then gzip). */
+export function sendDocument(request: FastifyRequest, reply: FastifyReply, document: RenderedDocument): FastifyReply {
+  reply.header('etag', document.etag).header('vary', 'accept-encoding').header('cache-control', 'public, max-age=60')
+  if (document.link) reply.header('link', document.link)
+  if (request.headers['if-none-match'] === document.etag) return reply.code(304).send()
+  reply.type(document.contentType)
+  const accepted = request.headers['accept-encoding'] ?? ''
+  if (/\bbr\b/.test(accepted)) return reply.header('content-encoding', 'br').send(document.br())
+  if (/\bgzip\b/.test(accepted)) return reply.header('content-encoding', 'gzip').send(document.gzip())
+  return reply.send(document.body)
+}
+
+/** Small bounded cache keyed by the normalized query. */
+function boundedCache<T>(limit: number): { get(key: string): T | undefined; set(key: string, value: T): void } {
+  const entries = new Map<string, T>()
   return {
     get: (key) => entries.get(key),
     set: (key, value) => {
@@ -41,28 +83,24 @@ function boundedCache(limit: number): { get(key: string): string | undefined; se
   }
 }
 
+const JSON_TYPE = 'application/json; charset=utf-8'
+
 /** GET /openapi.json with search, filters, pages, x-next and an RFC 8288 Link header. */
 export function registerOpenapiRoute(app: FastifyInstance, catalog: Catalog, scope?: ServerName): void {
-  const cache = boundedCache(512)
-  const links = new Map<string, string | undefined>()
+  const cache = boundedCache<RenderedDocument>(512)
   app.get<{ Querystring: OpenapiQuery }>(
     '/openapi.json',
     { schema: { querystring: OpenapiQuerySchema, response: { 200: AnyObject } } },
     async (request, reply) => {
       const { q, path, method, page } = request.query
       const key = JSON.stringify([q, path, method?.toUpperCase(), page ?? 1])
-      let body = cache.get(key)
-      let next = links.get(key)
-      if (body === undefined) {
+      let document = cache.get(key)
+      if (document === undefined) {
         const result = catalog.openapiPage({ q, path, method, page }, scope)
-        body = JSON.stringify(result.document)
-        next = result.next
-        cache.set(key, body)
-        links.set(key, next)
-        if (links.size > 512) links.delete(links.keys().next().value as string)
+        document = renderDocument(JSON_TYPE, JSON.stringify(result.document), result.next ? `<${result.next}>; rel="next"` : undefined)
+        cache.set(key, document)
       }
-      if (next) reply.header('link', `<${next}>; rel="next"`)
-      return reply.type('application/json; charset=utf-8').send(body)
+      return sendDocument(request, reply, document)
     },
   )
 }
@@ -70,42 +108,37 @@ export function registerOpenapiRoute(app: FastifyInstance, catalog: Catalog, sco
 export function registerDiscoveryRoutes(app: FastifyInstance, context: DocumentContext): void {
   const { catalog } = context
   registerOpenapiRoute(app, catalog)
-  const json = (value: unknown): string => JSON.stringify(value)
+  const json = (value: unknown): RenderedDocument => renderDocument(JSON_TYPE, JSON.stringify(value))
   const services = json(servicesView(context))
   const manifest = json(manifestView(context))
-  const llms = llmsTxt(context)
-  const llmsFull = llmsFullTxt(context)
-  const auth = authMd(context)
+  const llms = renderDocument('text/plain; charset=utf-8', llmsTxt(context))
+  const llmsFull = renderDocument('text/plain; charset=utf-8', llmsFullTxt(context))
+  const auth = renderDocument('text/markdown; charset=utf-8', authMd(context))
   const serviceDocs = new Map(catalog.registry.services.map((service) => [service.slug, json(serviceView(context, service.slug))]))
   const serviceSpecs = new Map(catalog.registry.services.map((service) => [service.slug, json(catalog.serviceDocument(service.slug))]))
 
-  const sendJson = (reply: FastifyReply, body: string): FastifyReply => reply.type('application/json; charset=utf-8').send(body)
-  const lookup = (table: Map<string, string>, slug: string): string => {
-    const body = table.get(slug)
-    if (body === undefined) throw new AppError('unknown_service', `No service "${slug}"; see /services`, { field: 'path.slug' })
-    return body
+  const lookup = (table: Map<string, RenderedDocument>, slug: string): RenderedDocument => {
+    const document = table.get(slug)
+    if (document === undefined) throw new AppError('unknown_service', `No service "${slug}"; see /services`, { field: 'path.slug' })
+    return document
   }
+  const fixed = (url: string, document: RenderedDocument, schema: TSchema) =>
+    app.get(url, { schema: { response: { 200: schema } } }, async (request, reply) => sendDocument(request, reply, document))
 
-  app.get('/services', { schema: { response: { 200: AnyObject } } }, async (_request, reply) => sendJson(reply, services))
+  fixed('/services', services, AnyObject)
+  fixed('/manifest.json', manifest, AnyObject)
+  fixed('/llms.txt', llms, TextDocument)
+  fixed('/llms-full.txt', llmsFull, TextDocument)
+  fixed('/auth.md', auth, TextDocument)
   app.get<{ Params: Static<typeof SlugParams> }>(
     '/services/:slug',
     { schema: { params: SlugParams, response: { 200: AnyObject } } },
-    async (request, reply) => sendJson(reply, lookup(serviceDocs, request.params.slug)),
+    async (request, reply) => sendDocument(request, reply, lookup(serviceDocs, request.params.slug)),
   )
   app.get<{ Params: Static<typeof SlugParams> }>(
     '/services/:slug/openapi.json',
     { schema: { params: SlugParams, response: { 200: AnyObject } } },
-    async (request, reply) => sendJson(reply, lookup(serviceSpecs, request.params.slug)),
-  )
-  app.get('/manifest.json', { schema: { response: { 200: AnyObject } } }, async (_request, reply) => sendJson(reply, manifest))
-  app.get('/llms.txt', { schema: { response: { 200: TextDocument } } }, async (_request, reply) =>
-    reply.type('text/plain; charset=utf-8').send(llms),
-  )
-  app.get('/llms-full.txt', { schema: { response: { 200: TextDocument } } }, async (_request, reply) =>
-    reply.type('text/plain; charset=utf-8').send(llmsFull),
-  )
-  app.get('/auth.md', { schema: { response: { 200: TextDocument } } }, async (_request, reply) =>
-    reply.type('text/markdown; charset=utf-8').send(auth),
+    async (request, reply) => sendDocument(request, reply, lookup(serviceSpecs, request.params.slug)),
   )
 }
 

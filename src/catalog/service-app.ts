@@ -7,7 +7,7 @@ import type { Metrics } from '../platform/metrics.ts'
 import type { Catalog } from './catalog.ts'
 import type { ServerName } from './types.ts'
 import { scopedLlmsTxt } from './documents.ts'
-import { mountOperations, registerDiscoveryRoutes, registerOpenapiRoute, type HandlerTable } from './routes.ts'
+import { mountOperations, registerDiscoveryRoutes, registerOpenapiRoute, renderDocument, sendDocument, type HandlerTable } from './routes.ts'
 
 export interface ServiceAppDeps {
   catalog: Catalog
@@ -24,10 +24,8 @@ export function createServiceApp(scope: ServerName, deps: ServiceAppDeps, handle
     registerDiscoveryRoutes(app, { catalog: deps.catalog, payTo: deps.payTo })
   } else {
     registerOpenapiRoute(app, deps.catalog, scope)
-    const llms = scopedLlmsTxt(deps.catalog, scope)
-    app.get('/llms.txt', { schema: { response: { 200: { type: 'string' } } } }, async (_request, reply) =>
-      reply.type('text/plain; charset=utf-8').send(llms),
-    )
+    const llms = renderDocument('text/plain; charset=utf-8', scopedLlmsTxt(deps.catalog, scope))
+    app.get('/llms.txt', { schema: { response: { 200: { type: 'string' } } } }, async (request, reply) => sendDocument(request, reply, llms))
   }
   mountOperations(app, deps.catalog.operationsOn(scope), handlers)
   return app

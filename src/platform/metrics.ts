@@ -23,8 +23,18 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     registry,
     contentType: registry.contentType,
     render: () => registry.metrics(),
-    httpRequestTimer: (listener) => (method, route, status, elapsedMs) => {
-      duration.observe({ listener, method, route, status: String(status) }, elapsedMs / 1000)
+    httpRequestTimer: (listener) => {
+      // Label children resolved once per (method, route, status): observe() then skips label hashing.
+      const children = new Map<string, ReturnType<typeof duration.labels>>()
+      return (method, route, status, elapsedMs) => {
+        const key = `${method} ${status} ${route}`
+        let child = children.get(key)
+        if (child === undefined) {
+          child = duration.labels({ listener, method, route, status: String(status) })
+          if (children.size < 10_000) children.set(key, child)
+        }
+        child.observe(elapsedMs / 1000)
+      }
     },
   }
 }

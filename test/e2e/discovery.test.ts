@@ -184,6 +184,24 @@ t.test('metrics are exported', async (t) => {
   t.match(metrics, /agent_gateway_http_request_duration_seconds_bucket\{[^}]*listener="gateway"/)
 })
 
+t.test('documents carry an ETag, answer 304 and come compressed on request', async (t) => {
+  const first = await fetch(`${cli.gateway}/manifest.json`)
+  const etag = first.headers.get('etag')
+  t.ok(etag, 'ETag present')
+  const again = await fetch(`${cli.gateway}/manifest.json`, { headers: { 'if-none-match': etag ?? '' } })
+  t.equal(again.status, 304)
+  const { request } = await import('node:http')
+  const encoding = await new Promise<string | undefined>((resolve, reject) => {
+    const req = request(`${cli.gateway}/openapi.json?page=2`, { headers: { 'accept-encoding': 'gzip' } }, (res) => {
+      res.resume()
+      resolve(res.headers['content-encoding'])
+    })
+    req.on('error', reject)
+    req.end()
+  })
+  t.equal(encoding, 'gzip')
+})
+
 t.test('SIGTERM drains and exits 0', async (t) => {
   const code = await cli.stop('SIGTERM')
   t.equal(code, 0)
