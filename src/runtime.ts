@@ -9,6 +9,10 @@ import { createHttpApp } from './platform/http.ts'
 import { openDb, type Db } from './platform/db/index.ts'
 import { migrate, migrationsDir } from './platform/db/migrate.ts'
 import { openKeyValue, type KeyValue } from './platform/kv/index.ts'
+import { createMailer } from './platform/mailer.ts'
+import { systemClock } from './platform/clock.ts'
+import { openPayments, type Payments } from './payments/index.ts'
+import type { Address } from './payments/types.ts'
 import { registry } from './catalog/registry.ts'
 import { createCatalog, type Catalog } from './catalog/catalog.ts'
 import type { ServiceAppDeps } from './catalog/service-app.ts'
@@ -31,6 +35,8 @@ export interface Running {
   db: Db
   kv: KeyValue
   catalog: Catalog
+  /** Open in roles that take payments (gateway, scheduler-api, memory). */
+  payments: Payments | undefined
   stop(): Promise<void>
 }
 
@@ -52,6 +58,29 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
     await Promise.allSettled([db.close(), kv.close()])
     throw error
   }
+  let payments: Payments | undefined
+  const takesPayments = roles.some((role) => role === 'gateway' || role === 'scheduler-api' || role === 'memory')
+  try {
+    if (takesPayments) payments = await openPayments({
+      db,
+      kv,
+      logger,
+      clock: systemClock,
+      registry,
+      dataDir: config.dataDir,
+      payTo: config.payTo as Address,
+      gatewayUrl: config.publicBaseUrl,
+      chainRpcUrl: config.chainRpcUrl,
+      settlerPrivateKey: config.settlerPrivateKey,
+      tempoRpcUrl: config.tempoRpcUrl,
+      mppSecretKey: config.mppSecretKey,
+      reconcileEveryMs: roles.includes('gateway') ? 30_000 : 0,
+    })
+  } catch (error) {
+    await Promise.allSettled([db.close(), kv.close()])
+    throw error
+  }
+  const mailer = createMailer({ smtpUrl: config.smtpUrl, from: config.mailFrom })
   const metrics = createMetrics()
   const catalog = createCatalog(registry, {
     urls: { gateway: config.publicBaseUrl, scheduler: config.publicSchedulerUrl, memory: config.publicMemoryUrl },
@@ -68,7 +97,7 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
 
   const planned: { name: string; port: number; app: FastifyInstance }[] = []
   const has = (role: Role) => roles.includes(role)
-  if (has('gateway')) planned.push({ name: 'gateway', port: config.gatewayPort, app: buildGatewayApp(deps) })
+  if (has('gateway') && payments) planned.push({ name: 'gateway', port: config.gatewayPort, app: buildGatewayApp({ ...deps, payments, mailer }) })
   if (has('scheduler-api')) planned.push({ name: 'scheduler', port: config.schedulerPort, app: buildSchedulerApp(deps) })
   if (has('memory')) planned.push({ name: 'memory', port: config.memoryPort, app: buildMemoryApp(deps) })
   // Media and controller serve no public API; on their own they still need probes and /metrics.
@@ -79,6 +108,8 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
   const listeners: Listener[] = []
   const stopAll = async () => {
     await Promise.allSettled(planned.map((entry) => entry.app.close()))
+    mailer.close()
+    await payments?.close()
     await Promise.allSettled([db.close(), kv.close()])
   }
   try {
@@ -100,6 +131,7 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
     db,
     kv,
     catalog,
+    payments,
     stop() {
       // Readiness goes 503 first so load balancers stop sending; close() then drains in-flight requests.
       stopping ??= (async () => {

@@ -40,6 +40,8 @@ function howToPay(entry: CatalogOperation, baseUrl: string): string {
       return 'Call it, answer the 402 with x402 (PAYMENT-SIGNATURE / X-PAYMENT) or MPP (Authorization: Payment), retry.'
     case 'plan-bearer':
       return `Register (POST ${baseUrl}/auth/register), buy a covering plan (${entry.paymentInfo.plans.join(', ') || 'see /services'}), call with Authorization: Bearer <accessToken>.`
+    case 'agent-bearer':
+      return `Free; send the access token from POST ${baseUrl}/auth/register as Authorization: Bearer.`
     case 'wallet':
       return 'Free; prove wallet ownership with a SIGN-IN-WITH-X header or a $0 MPP proof.'
     case 'api-key':

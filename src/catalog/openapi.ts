@@ -123,6 +123,7 @@ function securityOf(operation: OperationSpec): Record<string, string[]>[] {
     case 'wallet':
       return [{ siwx: [] }, { x402: [] }, { mpp: [] }]
     case 'plan-bearer':
+    case 'agent-bearer':
       return [{ planAccess: [] }]
     case 'api-key':
       return [{ accountKey: [] }]

@@ -6,7 +6,7 @@ import { CursorQuery, ProblemSchema } from './schemas/common.ts'
 import { ReviewRequest, ReviewSession } from './schemas/reviews.ts'
 import { SongRequest, SongResult } from './schemas/songs.ts'
 import { SpeechRequest, SpeechResult } from './schemas/speech.ts'
-import { Guide, GuideQuery, GuideRequest, PlanIdParams, PlanPurchase, Registration } from './schemas/gateway.ts'
+import { ClaimStarted, ClaimStartRequest, ClaimVerified, ClaimVerifyRequest, Guide, GuideQuery, GuideRequest, PlanIdParams, PlanPurchase, Registration } from './schemas/gateway.ts'
 import {
   Account,
   AccountKeyRevoked,
@@ -204,8 +204,6 @@ const speech: ServiceSpec = {
   ],
 }
 
-// The advisor's guide texts avoid everyday words on purpose: the guide is the one operation that
-// is always implemented, and the advisor ranks implemented operations first.
 const advisor: ServiceSpec = {
   slug: 'advisor',
   title: 'Seller advisor',
@@ -324,6 +322,38 @@ const auth: ServiceSpec = {
       pricing: { kind: 'free' },
       schemas: { response: { 201: Registration } },
       keywords: ['register', 'signup', 'token', 'bearer', 'identity', 'account'],
+    },
+    {
+      operationId: 'startAgentClaim',
+      service: 'auth',
+      server: 'gateway',
+      method: 'POST',
+      path: '/auth/claim',
+      summary: 'Start a human claim of this agent: e-mails a verification code',
+      description:
+        'Free; send the agent access token as Authorization: Bearer. Body {email}. The human receives a one-time code (valid 24 h) and completes the claim with POST /auth/claim/verify. ' +
+        'Only claimed agents get free included units (e.g. the first song per account).',
+      tags: ['auth'],
+      access: 'payg',
+      proof: 'agent-bearer',
+      pricing: { kind: 'free' },
+      schemas: { body: ClaimStartRequest, response: { 202: ClaimStarted, 401: problem } },
+      keywords: ['claim', 'email', 'verify', 'human', 'free units', 'included'],
+    },
+    {
+      operationId: 'verifyAgentClaim',
+      service: 'auth',
+      server: 'gateway',
+      method: 'POST',
+      path: '/auth/claim/verify',
+      summary: 'Complete a claim with the e-mailed code',
+      description: 'Free, no credential: the code itself proves the e-mail address. Body {code}. Answers the claimed agent and its free included units.',
+      tags: ['auth'],
+      access: 'payg',
+      proof: 'none',
+      pricing: { kind: 'free' },
+      schemas: { body: ClaimVerifyRequest, response: { 200: ClaimVerified, 404: problem } },
+      keywords: ['claim', 'email', 'verify', 'code'],
     },
   ],
 }

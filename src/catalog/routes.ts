@@ -174,8 +174,11 @@ function fastifyPath(path: string): string {
   return path.replace(/\{([^}]+)\}/g, ':$1')
 }
 
-/** Mounts registry operations with their schemas; operations without a handler answer 501. */
-export function mountOperations(app: FastifyInstance, entries: readonly CatalogOperation[], handlers: HandlerTable): void {
+/** Applies an operation's access rule (payment, plan, wallet proof) around its handler. */
+export type AccessWrapper = (entry: CatalogOperation, handler: OperationHandler) => OperationHandler
+
+/** Mounts registry operations with their schemas, each behind `wrap` (its access rule). */
+export function mountOperations(app: FastifyInstance, entries: readonly CatalogOperation[], handlers: HandlerTable, wrap?: AccessWrapper): void {
   for (const entry of entries) {
     const { spec } = entry
     const schema: Record<string, unknown> = { response: spec.schemas.response }
@@ -183,12 +186,15 @@ export function mountOperations(app: FastifyInstance, entries: readonly CatalogO
     if (spec.schemas.querystring) schema.querystring = spec.schemas.querystring
     if (spec.schemas.params) schema.params = spec.schemas.params
     if (spec.schemas.headers) schema.headers = spec.schemas.headers
+    const handler = handlers[spec.operationId]
     app.route({
       method: spec.method,
       url: fastifyPath(spec.path),
       schema,
       config: { operationId: spec.operationId },
-      handler: handlers[spec.operationId] ?? notImplemented(entry),
+      // Access rules apply to unbuilt operations too (401/403/402 first); their 501 then releases
+      // the reservation or debit, so nothing is ever charged for work that does not exist.
+      handler: wrap ? wrap(entry, handler ?? notImplemented(entry)) : (handler ?? notImplemented(entry)),
     })
   }
 }

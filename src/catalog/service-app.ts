@@ -7,7 +7,7 @@ import type { Metrics } from '../platform/metrics.ts'
 import type { Catalog } from './catalog.ts'
 import type { ServerName } from './types.ts'
 import { scopedLlmsTxt } from './documents.ts'
-import { mountOperations, registerDiscoveryRoutes, registerOpenapiRoute, renderDocument, sendDocument, type HandlerTable } from './routes.ts'
+import { mountOperations, registerDiscoveryRoutes, registerOpenapiRoute, renderDocument, sendDocument, type AccessWrapper, type HandlerTable } from './routes.ts'
 
 export interface ServiceAppDeps {
   catalog: Catalog
@@ -18,8 +18,10 @@ export interface ServiceAppDeps {
   readiness: Record<string, ReadinessCheck>
 }
 
-export function createServiceApp(scope: ServerName, deps: ServiceAppDeps, handlers: HandlerTable): FastifyInstance {
+export function createServiceApp(scope: ServerName, deps: ServiceAppDeps, handlers: HandlerTable, wrap?: AccessWrapper): FastifyInstance {
   const app = createHttpApp({ name: scope, logger: deps.logger, metrics: deps.metrics, bodyLimitBytes: deps.bodyLimitBytes, readiness: deps.readiness })
+  // Set by the payments access rule before a paid handler runs (see src/payments/access.ts).
+  app.decorateRequest('payment', null)
   if (scope === 'gateway') {
     registerDiscoveryRoutes(app, { catalog: deps.catalog, payTo: deps.payTo })
   } else {
@@ -27,6 +29,6 @@ export function createServiceApp(scope: ServerName, deps: ServiceAppDeps, handle
     const llms = renderDocument('text/plain; charset=utf-8', scopedLlmsTxt(deps.catalog, scope))
     app.get('/llms.txt', { schema: { response: { 200: { type: 'string' } } } }, async (request, reply) => sendDocument(request, reply, llms))
   }
-  mountOperations(app, deps.catalog.operationsOn(scope), handlers)
+  mountOperations(app, deps.catalog.operationsOn(scope), handlers, wrap)
   return app
 }

@@ -17,6 +17,7 @@ export type ProofKind =
   | 'payment' // x402 / MPP proof answering a priced 402
   | 'wallet' // free wallet proof (SIWX or a $0 x402/MPP proof) identifying the owner
   | 'plan-bearer' // Authorization: Bearer <access token> with a covering plan
+  | 'agent-bearer' // Authorization: Bearer <access token>, free (agent self-service)
   | 'api-key' // scheduler account API key
   | 'webhook-secret' // Authorization: Bearer whsec_…
 

@@ -25,6 +25,15 @@ export interface Config {
   shutdownGraceMs: number
   /** Pay-to address for x402 / MPP. */
   payTo: string
+  /** EVM RPC for settlement and refunds; unset = the embedded local dev chain. */
+  chainRpcUrl: string | undefined
+  /** Hot wallet that submits settlements and pays refunds (required with CHAIN_RPC_URL). */
+  settlerPrivateKey: string | undefined
+  tempoRpcUrl: string | undefined
+  /** HMAC key of MPP challenges; unset = generated once and kept in the database. */
+  mppSecretKey: string | undefined
+  smtpUrl: string | undefined
+  mailFrom: string
 }
 
 export class ConfigError extends Error {
@@ -64,6 +73,12 @@ export const configVariables: readonly Variable[] = [
   { name: 'OTEL_SERVICE_NAME', default: 'agent-gateway', doc: 'service.name of exported spans.' },
   { name: 'SHUTDOWN_GRACE_MS', default: '10000', doc: 'How long SIGTERM waits for in-flight requests before closing.' },
   { name: 'PAY_TO_ADDRESS', default: '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266', doc: 'EVM address that receives x402/MPP payments (default: the local dev chain account #0; set your own in production).' },
+  { name: 'CHAIN_RPC_URL', default: '(unset: local dev chain)', doc: 'EVM JSON-RPC (Base mainnet or any EVM) for settlement and refunds; unset = anvil started under DATA_DIR with a test USDC.' },
+  { name: 'SETTLER_PRIVATE_KEY', default: '(required with CHAIN_RPC_URL)', doc: 'Hot wallet that submits x402 settlements and pays refunds (needs gas, not USDC).' },
+  { name: 'TEMPO_RPC_URL', default: '(unset: MPP charges refused)', doc: 'Tempo JSON-RPC used to verify and broadcast MPP tempo/charge payments ($0 proofs need none).' },
+  { name: 'MPP_SECRET_KEY', default: '(generated, kept in the database)', doc: 'HMAC key (≥ 32 bytes) that signs MPP challenges; share it across replicas.' },
+  { name: 'SMTP_URL', default: '(unset: dev outbox)', doc: 'SMTP URL for e-mail (claims, notifications); unset = messages kept in memory and shown at GET /dev/outbox.' },
+  { name: 'MAIL_FROM', default: 'agent-gateway@localhost', doc: 'From address of outgoing e-mail.' },
 ]
 
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
@@ -116,6 +131,15 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`)
   const payTo = env.PAY_TO_ADDRESS || '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266'
   if (!/^0x[0-9a-fA-F]{40}$/.test(payTo)) throw new ConfigError('PAY_TO_ADDRESS', 'must be a 0x-prefixed 20-byte hex address')
+  const chainRpcUrl = readUrl(env, 'CHAIN_RPC_URL', ['http:', 'https:', 'ws:', 'wss:'])
+  const settlerPrivateKey = env.SETTLER_PRIVATE_KEY || undefined
+  if (settlerPrivateKey !== undefined && !/^0x[0-9a-fA-F]{64}$/.test(settlerPrivateKey)) {
+    throw new ConfigError('SETTLER_PRIVATE_KEY', 'must be a 0x-prefixed 32-byte hex private key')
+  }
+  if (chainRpcUrl && !settlerPrivateKey) throw new ConfigError('SETTLER_PRIVATE_KEY', 'is required when CHAIN_RPC_URL is set')
+  if (chainRpcUrl && !env.PAY_TO_ADDRESS) throw new ConfigError('PAY_TO_ADDRESS', 'is required when CHAIN_RPC_URL is set (the default is a dev-chain account)')
+  const mppSecretKey = env.MPP_SECRET_KEY || undefined
+  if (mppSecretKey !== undefined && Buffer.byteLength(mppSecretKey) < 32) throw new ConfigError('MPP_SECRET_KEY', 'must be at least 32 bytes')
   const linkHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host
   const http = ['http:', 'https:']
   return {
@@ -137,6 +161,12 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     serviceName: env.OTEL_SERVICE_NAME || 'agent-gateway',
     shutdownGraceMs: readPositiveInt(env, 'SHUTDOWN_GRACE_MS', 10_000),
     payTo,
+    chainRpcUrl,
+    settlerPrivateKey,
+    tempoRpcUrl: readUrl(env, 'TEMPO_RPC_URL', http),
+    mppSecretKey,
+    smtpUrl: readUrl(env, 'SMTP_URL', ['smtp:', 'smtps:']),
+    mailFrom: env.MAIL_FROM || 'agent-gateway@localhost',
   }
 }
 

@@ -21,6 +21,9 @@ export const REDACT_PATHS = [
   '*.privateKey',
   'databaseUrl',
   'redisUrl',
+  'settlerPrivateKey',
+  'mppSecretKey',
+  'smtpUrl',
 ]
 
 export function createLogger(level: LogLevel, destination?: pino.DestinationStream): Logger {

@@ -168,15 +168,18 @@ t.test('bad input gets problem+json 4xx, never 5xx', async (t) => {
 })
 
 t.test('operations not built yet answer 501 and the catalog marks them', async (t) => {
-  const response = await fetch(`${cli.gateway}/api/v1/audio/speech/speechmodel-3.1-flash-tts`, {
+  const body = await expectProblem(t, await fetch(`${cli.scheduler}/api/v1/rates`), 501)
+  t.equal(body.code, 'not_implemented')
+  const doc = (await (await fetch(`${cli.gateway}/openapi.json?path=/api/v1/rates`)).json()) as OpenapiDoc
+  t.equal(doc.paths['/api/v1/rates']?.get?.['x-implemented'], false)
+  // A paid operation that is not built still asks for payment first; paying it would be refunded by
+  // the 501 (the reservation is released), so the 402 is what an unpaid caller sees.
+  const speech = await fetch(`${cli.gateway}/api/v1/audio/speech/speechmodel-3.1-flash-tts`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ text: 'hello' }),
   })
-  const body = await expectProblem(t, response, 501)
-  t.equal(body.code, 'not_implemented')
-  const doc = (await (await fetch(`${cli.gateway}/openapi.json?path=/api/v1/audio/speech/speechmodel-3.1-flash-tts`)).json()) as OpenapiDoc
-  t.equal(doc.paths['/api/v1/audio/speech/speechmodel-3.1-flash-tts']?.post?.['x-implemented'], false)
+  t.equal(speech.status, 402)
 })
 
 t.test('metrics are exported', async (t) => {

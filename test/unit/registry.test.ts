@@ -122,6 +122,9 @@ const SPEC_OPERATIONS: [string, string, string, string, string][] = [
   ['gateway', 'POST', '/advisor/agent/guide', 'payg', 'none'],
   ['gateway', 'POST', '/plans/{planId}/purchase', 'payg', 'payment'],
   ['gateway', 'POST', '/auth/register', 'payg', 'none'],
+  // Ours, where SPEC leaves claims (free included units) "not shown":
+  ['gateway', 'POST', '/auth/claim', 'payg', 'agent-bearer'],
+  ['gateway', 'POST', '/auth/claim/verify', 'payg', 'none'],
   ['scheduler', 'GET', '/api/v1', 'payg', 'none'],
   ['scheduler', 'GET', '/api/v1/rates', 'payg', 'none'],
   ['scheduler', 'GET', '/api/v1/_siblings', 'payg', 'none'],

@@ -88,3 +88,34 @@ export const Registration = Type.Object(
   },
   { additionalProperties: false },
 )
+
+export const ClaimStartRequest = Type.Object(
+  { email: Type.String({ format: 'email', minLength: 3, maxLength: 254, description: 'Address of the human claiming the agent' }) },
+  { additionalProperties: false },
+)
+
+export const ClaimStarted = Type.Object(
+  {
+    agentId: Type.String(),
+    email: Type.String(),
+    expiresAt: Timestamp,
+    delivery: StringEnum(['sent'] as const),
+  },
+  { additionalProperties: false },
+)
+
+export const ClaimVerifyRequest = Type.Object(
+  { code: Type.String({ minLength: 16, maxLength: 200, pattern: '^[A-Za-z0-9_-]+$', description: 'The code from the verification e-mail' }) },
+  { additionalProperties: false },
+)
+
+export const ClaimVerified = Type.Object(
+  {
+    agentId: Type.String(),
+    claimedEmail: Type.String(),
+    includedUnits: Type.Array(
+      Type.Object({ service: Type.String(), meter: Type.String(), unit: Type.String(), included: Type.Integer({ minimum: 0 }), left: Type.Integer({ minimum: 0 }) }, { additionalProperties: false }),
+    ),
+  },
+  { additionalProperties: false },
+)

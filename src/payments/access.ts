@@ -1,0 +1,290 @@
+// Access control of registry operations by their proof kind: priced 402s (x402 / MPP) with free
+// included units for claimed agents, plan access by bearer token (401 / 403, never 402), and
+// free $0 wallet proofs. Wraps an operation handler; the handler never sees unpaid calls.
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { AppError } from '../platform/errors.ts'
+import { formatUsd, parseMicros } from '../platform/money.ts'
+import type { Logger } from '../platform/logger.ts'
+import type { CatalogOperation } from '../catalog/openapi.ts'
+import type { OperationHandler } from '../catalog/routes.ts'
+import type { PlanSpec, Registry } from '../catalog/types.ts'
+import type { PaymentGuard, AuthorizedPayment } from './guard.ts'
+import { accessTokenOf, type Agent, type AgentStore } from './agents.ts'
+import type { Address, PriceQuote, Protocol } from './types.ts'
+
+/** What a paid handler learns about the payment behind its call. */
+export interface PaymentContext {
+  protocol: Protocol | 'included' | 'plan' | 'none'
+  payer: Address | null
+  amountMicros: bigint
+  agent: Agent | null
+  /** Free included units consumed by this call. */
+  includedUnits: number
+  /** The spend key of the payment (unique per payment), when a payment was made. */
+  replayKey: string | null
+  /** Undo steps the handler registers for its work, run if settlement fails after the work. */
+  compensations: (() => Promise<void>)[]
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    payment: PaymentContext | null
+  }
+}
+
+export interface AccessDeps {
+  guard: PaymentGuard
+  agents: AgentStore
+  registry: Registry
+  payTo: Address
+  gatewayUrl: string
+  logger: Logger
+}
+
+/** Per-operation price override (e.g. the scheduler's X-Pay-Amount-Micros must equal a body field). */
+export type QuoteFunction = (request: FastifyRequest) => bigint | Promise<bigint>
+
+function headerValue(request: FastifyRequest, name: string): string | undefined {
+  const value = request.headers[name]
+  return Array.isArray(value) ? value[0] : value
+}
+
+export function registrationRecipe(gatewayUrl: string): Record<string, unknown> {
+  return {
+    register: { method: 'POST', url: `${gatewayUrl}/auth/register`, body: null, returns: '{agentId, accessToken}' },
+    guide: `${gatewayUrl}/auth.md`,
+    then: 'Buy a covering plan at POST /plans/{planId}/purchase and retry with Authorization: Bearer <accessToken>.',
+  }
+}
+
+function planOffer(plan: PlanSpec, gatewayUrl: string): Record<string, unknown> {
+  return {
+    id: plan.id,
+    kind: plan.kind,
+    title: plan.title,
+    price: { amountMicros: plan.priceMicros.toString(), amountUsd: formatUsd(plan.priceMicros) },
+    purchase: `${gatewayUrl}/plans/${plan.id}/purchase`,
+  }
+}
+
+export function createAccessControl(deps: AccessDeps) {
+  const { guard, agents, registry } = deps
+  const allPlans = registry.services.flatMap((service) => service.plans)
+
+  async function agentOf(request: FastifyRequest, required: boolean): Promise<Agent | null> {
+    const token = accessTokenOf(request.headers)
+    if (!token) return null
+    const agent = await agents.findByToken(token)
+    if (!agent && required) {
+      throw new AppError('bearer_required', 'The access token is not recognised; register again at POST /auth/register', {
+        extensions: { recipe: registrationRecipe(deps.gatewayUrl) },
+      })
+    }
+    if (!agent) {
+      throw new AppError('bearer_required', 'Svc-Agent-Authorization carries an unknown access token', {
+        field: 'header.svc-agent-authorization',
+        extensions: { recipe: registrationRecipe(deps.gatewayUrl) },
+      })
+    }
+    return agent
+  }
+
+  function quoteOf(entry: CatalogOperation, request: FastifyRequest, amountMicros: bigint): PriceQuote {
+    const path = request.url.split('?')[0] ?? ''
+    return {
+      amountMicros,
+      resourceUrl: entry.serverUrl + path,
+      route: `${entry.spec.method} ${entry.spec.path}`,
+      description: entry.spec.summary,
+      payTo: deps.payTo,
+    }
+  }
+
+  /** Runs `work` after `payment` is authorized; settles on success, releases on failure. */
+  async function runPaid(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    entry: CatalogOperation,
+    authorized: AuthorizedPayment | undefined,
+    undo: (() => Promise<void>)[],
+    handler: OperationHandler,
+  ): Promise<unknown> {
+    let result: unknown
+    try {
+      result = await handler(request, reply)
+    } catch (error) {
+      await authorized?.release()
+      for (const step of undo) await step()
+      throw error
+    }
+    if (reply.statusCode >= 400) {
+      await authorized?.release()
+      for (const step of undo) await step()
+      return result
+    }
+    if (authorized) {
+      let headers: Record<string, string>
+      try {
+        headers = await authorized.commit({ agentId: request.payment?.agent?.id, operationId: entry.spec.operationId })
+      } catch (error) {
+        // Not paid after all: take the delivered work back (e.g. deactivate a plan), newest first.
+        for (const step of [...(request.payment?.compensations ?? [])].reverse()) await step()
+        for (const step of undo) await step()
+        throw error
+      }
+      for (const [name, value] of Object.entries(headers)) reply.header(name, value)
+      reply.header('cache-control', 'private')
+    }
+    return result
+  }
+
+  function payg(entry: CatalogOperation, handler: OperationHandler, quote?: QuoteFunction): OperationHandler {
+    const { spec, service } = entry
+    const pricing = spec.pricing
+    const meter = service.meter
+    return async function paidOperation(request, reply) {
+      const agent = await agentOf(request, false)
+      let units = 1
+      let amount: bigint
+      if (quote) {
+        amount = await quote(request)
+      } else if (pricing.kind === 'per-unit') {
+        if (!meter) throw new Error(`${spec.operationId}: per-unit pricing without a meter`)
+        const raw = pricing.unitsFromBody ? (request.body as Record<string, unknown> | undefined)?.[pricing.unitsFromBody] : undefined
+        units = typeof raw === 'number' && Number.isInteger(raw) && raw > 0 ? raw : (pricing.defaultUnits ?? 1)
+        amount = BigInt(units) * meter.unitPriceMicros
+      } else if (pricing.kind === 'amount-header') {
+        const raw = headerValue(request, pricing.header.toLowerCase())
+        const parsed = raw === undefined ? undefined : parseMicros(raw)
+        if (parsed === undefined || parsed === 0n) {
+          throw new AppError('validation_error', `${pricing.header} must be a positive integer number of micros`, { field: `header.${pricing.header.toLowerCase()}` })
+        }
+        amount = parsed
+      } else if (pricing.kind === 'plan-price') {
+        const planId = (request.params as Record<string, string>).planId
+        const plan = allPlans.find((candidate) => candidate.id === planId)
+        if (!plan) throw new AppError('unknown_plan', `No plan "${planId}"; see /manifest.json`, { field: 'path.planId' })
+        if (!agent) {
+          throw new AppError('bearer_required', 'Name the buyer: send Svc-Agent-Authorization: Bearer <accessToken> (register at POST /auth/register)', {
+            extensions: { recipe: registrationRecipe(deps.gatewayUrl) },
+          })
+        }
+        amount = plan.priceMicros
+      } else {
+        amount = 0n
+      }
+
+      // Free included units: only for agents a human has claimed (SPEC "Free included units").
+      const undo: (() => Promise<void>)[] = []
+      let freeUnits = 0
+      const accountKey = agent?.claimedEmail ? agent.id : undefined
+      if (accountKey && meter && meter.includedUnits > 0 && pricing.kind === 'per-unit' && !quote) {
+        const left = await agents.includedUnitsLeft(accountKey, meter.name, meter.includedUnits)
+        freeUnits = Math.min(left, units)
+      }
+      const chargeable = amount - BigInt(freeUnits) * (meter?.unitPriceMicros ?? 0n)
+      const priceQuote = quoteOf(entry, request, chargeable)
+
+      let authorized: AuthorizedPayment | undefined
+      if (chargeable > 0n) authorized = await guard.authorize(request.headers, priceQuote, spec.operationId)
+      for (let taken = 0; taken < freeUnits; taken += 1) {
+        const claim = await agents.takeIncludedUnit({ accountKey: accountKey as string, meter: meter?.name as string, includedUnits: meter?.includedUnits ?? 0, operationId: spec.operationId })
+        if (!claim) {
+          // Another call took the free unit first: the price went up, so ask again.
+          await authorized?.release()
+          for (const step of undo) await step()
+          throw guard.paymentRequired(quoteOf(entry, request, amount - BigInt(taken) * (meter?.unitPriceMicros ?? 0n)), 'included_unit_taken', 'The free unit was used by a concurrent call; pay the full price.')
+        }
+        undo.push(claim.undo)
+      }
+      request.payment = {
+        protocol: authorized ? authorized.payment.protocol : freeUnits > 0 ? 'included' : 'none',
+        payer: authorized?.payment.payer ?? null,
+        amountMicros: chargeable,
+        agent,
+        includedUnits: freeUnits,
+        replayKey: authorized?.payment.replayKey ?? null,
+        compensations: [],
+      }
+      return runPaid(request, reply, entry, authorized, undo, handler)
+    }
+  }
+
+  function plan(entry: CatalogOperation, handler: OperationHandler): OperationHandler {
+    const { spec, service } = entry
+    const cost = service.meter?.unitPriceMicros ?? 0n
+    const covering = service.plans
+    return async function planOperation(request, reply) {
+      const token = accessTokenOf(request.headers)
+      if (!token) {
+        throw new AppError('bearer_required', `${spec.method} ${spec.path} is sold on plans: send Authorization: Bearer <accessToken>`, {
+          extensions: { recipe: registrationRecipe(deps.gatewayUrl), plans: covering.map((p) => planOffer(p, deps.gatewayUrl)) },
+        })
+      }
+      const agent = await agentOf(request, true)
+      if (!agent) throw new Error('unreachable: agentOf(required) returned null')
+      const debit = await agents.debitPlan({ agentId: agent.id, service: service.slug, plans: covering, costMicros: cost, operationId: spec.operationId, requestId: request.id })
+      if (!debit) {
+        throw new AppError('plan_required', `No active plan of yours covers ${service.slug}; buy one of the listed plans`, {
+          extensions: { plans: covering.map((p) => planOffer(p, deps.gatewayUrl)) },
+        })
+      }
+      request.payment = { protocol: 'plan', payer: null, amountMicros: cost, agent, includedUnits: 0, replayKey: null, compensations: [] }
+      reply.header('x-plan-id', debit.standing.planId)
+      if (debit.standing.remainingMicros !== undefined) reply.header('x-plan-credit-remaining-micros', debit.standing.remainingMicros.toString())
+      if (debit.standing.remainingCalls !== undefined) reply.header('x-plan-calls-remaining', String(debit.standing.remainingCalls))
+      return runPaid(request, reply, entry, undefined, [debit.undo], handler)
+    }
+  }
+
+  /** Free operations that still need a single-use $0 wallet proof (x402 or MPP). */
+  function walletProof(entry: CatalogOperation, handler: OperationHandler): OperationHandler {
+    return async function walletProvenOperation(request, reply) {
+      const authorized = await guard.authorize(request.headers, quoteOf(entry, request, 0n), entry.spec.operationId)
+      if (!authorized.payment.zeroValue) {
+        await authorized.release()
+        throw guard.paymentRequired(quoteOf(entry, request, 0n), 'wrong_amount', 'This operation takes a $0 proof; nothing is charged')
+      }
+      request.payment = {
+        protocol: authorized.payment.protocol,
+        payer: authorized.payment.payer,
+        amountMicros: 0n,
+        agent: null,
+        includedUnits: 0,
+        replayKey: authorized.payment.replayKey,
+        compensations: [],
+      }
+      return runPaid(request, reply, entry, authorized, [], handler)
+    }
+  }
+
+  return {
+    /** Wraps `handler` with the access rule of its operation. */
+    wrap(entry: CatalogOperation, handler: OperationHandler, options: { quote?: QuoteFunction } = {}): OperationHandler {
+      switch (entry.spec.proof) {
+        case 'payment':
+          return payg(entry, handler, options.quote)
+        case 'plan-bearer':
+          return plan(entry, handler)
+        case 'wallet':
+          // Scheduler and memory owners prove their wallet with SIWX in their own modules.
+          return entry.spec.server === 'gateway' ? walletProof(entry, handler) : handler
+        case 'agent-bearer':
+          return async function agentOperation(request, reply) {
+            const agent = await agentOf(request, true)
+            if (!agent) {
+              throw new AppError('bearer_required', 'Send the access token from POST /auth/register as Authorization: Bearer', {
+                extensions: { recipe: registrationRecipe(deps.gatewayUrl) },
+              })
+            }
+            request.payment = { protocol: 'none', payer: null, amountMicros: 0n, agent, includedUnits: 0, replayKey: null, compensations: [] }
+            return handler(request, reply)
+          }
+        default:
+          return handler
+      }
+    },
+  }
+}
+
+export type AccessControl = ReturnType<typeof createAccessControl>

@@ -1,0 +1,257 @@
+// Agents, their access tokens, plans and free included units. Tokens and claim codes are stored
+// as SHA-256 only; a plan's credit is the SUM of its append-only ledger rows.
+import { createHash, randomBytes } from 'node:crypto'
+import type { Db, Queryable } from '../platform/db/index.ts'
+import { isUniqueViolation } from '../platform/db/index.ts'
+import { AppError } from '../platform/errors.ts'
+import type { Clock } from '../platform/clock.ts'
+import type { PlanSpec } from '../catalog/types.ts'
+
+export const ACCESS_TOKEN_PREFIX = 'agw_'
+const CLAIM_TTL_MS = 24 * 60 * 60 * 1000
+
+export function sha256(value: string): string {
+  return createHash('sha256').update(value).digest('hex')
+}
+
+function newId(prefix: string): string {
+  return `${prefix}_${randomBytes(12).toString('base64url')}`
+}
+
+export interface Agent {
+  id: string
+  claimedEmail: string | null
+}
+
+/** A covering plan the caller holds, and what is left on it. */
+export interface PlanStanding {
+  planId: string
+  kind: 'credit' | 'subscription'
+  purchaseId: string
+  remainingMicros?: bigint
+  remainingCalls?: number
+}
+
+type HeaderBag = Record<string, string | string[] | undefined>
+
+function firstHeader(headers: HeaderBag, name: string): string | undefined {
+  const value = headers[name]
+  return Array.isArray(value) ? value[0] : value
+}
+
+function bearerOf(value: string | undefined): string | undefined {
+  const match = value?.match(/^Bearer\s+(\S+)\s*$/i)
+  return match?.[1]
+}
+
+/**
+ * The buyer's access token: `Svc-Agent-Authorization: Bearer` always; `Authorization: Bearer`
+ * too, unless it carries an MPP proof (`Authorization: Payment`).
+ */
+export function accessTokenOf(headers: HeaderBag): string | undefined {
+  return bearerOf(firstHeader(headers, 'svc-agent-authorization')) ?? bearerOf(firstHeader(headers, 'authorization'))
+}
+
+export interface AgentStore {
+  register(): Promise<{ agentId: string; accessToken: string }>
+  findByToken(token: string): Promise<Agent | undefined>
+  /** Starts a claim: returns the one-time code to mail to the human. */
+  startClaim(agentId: string, email: string): Promise<{ code: string; expiresAt: Date }>
+  /** Completes a claim with the mailed code; idempotent for the same code. */
+  completeClaim(code: string): Promise<Agent>
+  activatePlan(input: { agentId: string; plan: PlanSpec; replayKey: string }): Promise<{ purchaseId: string; endsAt: Date | null; creditMicros: bigint | null }>
+  /** Takes back a purchase whose payment did not settle: ends it now and reverses its credit grant. */
+  cancelPurchase(purchaseId: string): Promise<void>
+  /** Plans of the agent that cover `service` and still have room. */
+  coveringPlans(agentId: string, service: string, plans: readonly PlanSpec[], costMicros: bigint): Promise<PlanStanding[]>
+  /** Debits one call from a covering plan; returns an undo for failed work, or undefined when nothing covers it. */
+  debitPlan(input: { agentId: string; service: string; plans: readonly PlanSpec[]; costMicros: bigint; operationId: string; requestId: string }): Promise<{ standing: PlanStanding; undo(): Promise<void> } | undefined>
+  /** Takes one free unit of `meter` if any is left (exactly once under concurrency); undo returns it. */
+  takeIncludedUnit(input: { accountKey: string; meter: string; includedUnits: number; operationId: string }): Promise<{ undo(): Promise<void> } | undefined>
+  includedUnitsLeft(accountKey: string, meter: string, includedUnits: number): Promise<number>
+}
+
+export function createAgentStore(db: Db, clock: Clock): AgentStore {
+  async function creditBalance(q: Queryable, agentId: string, planId: string): Promise<bigint> {
+    const rows = await q.query<{ balance: bigint }>(
+      `select coalesce(sum(amount_micros), 0)::int8 as balance from plan_credit_ledger where agent_id = $1 and plan_id = $2`,
+      [agentId, planId],
+    )
+    return rows[0]?.balance ?? 0n
+  }
+
+  async function standings(q: Queryable, agentId: string, service: string, plans: readonly PlanSpec[], costMicros: bigint): Promise<PlanStanding[]> {
+    const covering = plans.filter((plan) => plan.covers.includes(service))
+    if (covering.length === 0) return []
+    const purchases = await q.query<{ id: string; plan_id: string; kind: 'credit' | 'subscription'; ends_at: Date | null; calls_per_period: number | null }>(
+      `select id, plan_id, kind, ends_at, calls_per_period from plan_purchases
+       where agent_id = $1 and plan_id = any($2) and starts_at <= $3 and (ends_at is null or ends_at > $3)
+       order by created_at`,
+      [agentId, covering.map((plan) => plan.id), clock.now()],
+    )
+    const result: PlanStanding[] = []
+    const seenCredit = new Set<string>()
+    for (const purchase of purchases) {
+      if (purchase.kind === 'credit') {
+        if (seenCredit.has(purchase.plan_id)) continue
+        seenCredit.add(purchase.plan_id)
+        const remainingMicros = await creditBalance(q, agentId, purchase.plan_id)
+        if (remainingMicros >= costMicros) result.push({ planId: purchase.plan_id, kind: 'credit', purchaseId: purchase.id, remainingMicros })
+      } else {
+        const used = await q.query<{ n: bigint }>(`select count(*)::int8 as n from plan_subscription_calls where purchase_id = $1`, [purchase.id])
+        const remainingCalls = (purchase.calls_per_period ?? 0) - Number(used[0]?.n ?? 0n)
+        if (remainingCalls > 0) result.push({ planId: purchase.plan_id, kind: 'subscription', purchaseId: purchase.id, remainingCalls })
+      }
+    }
+    // Subscriptions first: their calls are already paid for and expire.
+    return result.sort((a, b) => (a.kind === b.kind ? 0 : a.kind === 'subscription' ? -1 : 1))
+  }
+
+  async function usedUnits(q: Queryable, accountKey: string, meter: string): Promise<number> {
+    const rows = await q.query<{ n: bigint }>(`select count(*)::int8 as n from included_unit_claims where account_key = $1 and meter = $2`, [accountKey, meter])
+    return Number(rows[0]?.n ?? 0n)
+  }
+
+  return {
+    async register() {
+      const agentId = newId('agt')
+      const accessToken = ACCESS_TOKEN_PREFIX + randomBytes(32).toString('base64url')
+      await db.query(`insert into agents (id, token_hash) values ($1, $2)`, [agentId, sha256(accessToken)])
+      return { agentId, accessToken }
+    },
+
+    async findByToken(token) {
+      if (!token.startsWith(ACCESS_TOKEN_PREFIX)) return undefined
+      const rows = await db.query<{ id: string; claimed_email: string | null }>(`select id, claimed_email from agents where token_hash = $1`, [sha256(token)])
+      const row = rows[0]
+      return row ? { id: row.id, claimedEmail: row.claimed_email } : undefined
+    },
+
+    async startClaim(agentId, email) {
+      const code = randomBytes(24).toString('base64url')
+      const expiresAt = new Date(clock.nowMs() + CLAIM_TTL_MS)
+      await db.query(`insert into agent_claims (token_hash, agent_id, email, expires_at) values ($1, $2, $3, $4)`, [sha256(code), agentId, email, expiresAt])
+      return { code, expiresAt }
+    },
+
+    async completeClaim(code) {
+      return db.transaction(async (tx) => {
+        const rows = await tx.query<{ agent_id: string; email: string; expires_at: Date; used_at: Date | null }>(
+          `select agent_id, email, expires_at, used_at from agent_claims where token_hash = $1 for update`,
+          [sha256(code)],
+        )
+        const claim = rows[0]
+        if (!claim) throw new AppError('not_found', 'Unknown or already replaced verification code', { field: 'body.code' })
+        if (claim.used_at === null && claim.expires_at.getTime() < clock.nowMs()) {
+          throw new AppError('validation_error', 'The verification code has expired; start the claim again', { field: 'body.code' })
+        }
+        if (claim.used_at === null) {
+          await tx.query(`update agent_claims set used_at = $2 where token_hash = $1`, [sha256(code), clock.now()])
+          await tx.query(`update agents set claimed_email = $2, claimed_at = $3 where id = $1`, [claim.agent_id, claim.email, clock.now()])
+        }
+        return { id: claim.agent_id, claimedEmail: claim.email }
+      })
+    },
+
+    async activatePlan({ agentId, plan, replayKey }) {
+      const purchaseId = newId('pur')
+      const now = clock.now()
+      const endsAt = plan.kind === 'subscription' && plan.periodDays ? new Date(now.getTime() + plan.periodDays * 86_400_000) : null
+      try {
+        await db.transaction(async (tx) => {
+          await tx.query(
+            `insert into plan_purchases (id, agent_id, plan_id, kind, replay_key, price_micros, starts_at, ends_at, calls_per_period)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+            [purchaseId, agentId, plan.id, plan.kind, replayKey, plan.priceMicros, now, endsAt, plan.callsPerPeriod ?? null],
+          )
+          if (plan.kind === 'credit') {
+            await tx.query(`insert into plan_credit_ledger (agent_id, plan_id, kind, amount_micros) values ($1, $2, 'grant', $3)`, [
+              agentId,
+              plan.id,
+              plan.creditMicros ?? plan.priceMicros,
+            ])
+          }
+        })
+      } catch (error) {
+        if (isUniqueViolation(error)) throw new AppError('payment_invalid', 'This payment already bought a plan', { extensions: { reason: 'nonce_already_used' } })
+        throw error
+      }
+      return { purchaseId, endsAt, creditMicros: plan.kind === 'credit' ? (plan.creditMicros ?? plan.priceMicros) : null }
+    },
+
+    async cancelPurchase(purchaseId) {
+      await db.transaction(async (tx) => {
+        const rows = await tx.query<{ agent_id: string; plan_id: string; kind: string; starts_at: Date }>(
+          `update plan_purchases set ends_at = starts_at where id = $1 returning agent_id, plan_id, kind, starts_at`,
+          [purchaseId],
+        )
+        const purchase = rows[0]
+        if (purchase?.kind === 'credit') {
+          await tx.query(
+            `insert into plan_credit_ledger (agent_id, plan_id, kind, amount_micros, request_id)
+             select agent_id, plan_id, 'reversal', -amount_micros, $2 from plan_credit_ledger
+             where agent_id = $1 and plan_id = $3 and kind = 'grant' order by id desc limit 1`,
+            [purchase.agent_id, `cancel:${purchaseId}`, purchase.plan_id],
+          )
+        }
+      })
+    },
+
+    coveringPlans: (agentId, service, plans, costMicros) => standings(db, agentId, service, plans, costMicros),
+
+    async debitPlan({ agentId, service, plans, costMicros, operationId, requestId }) {
+      return db.transaction(async (tx) => {
+        // Serialize debits of one agent so two calls never spend the same credit.
+        await tx.query(`select id from agents where id = $1 for update`, [agentId])
+        const standing = (await standings(tx, agentId, service, plans, costMicros))[0]
+        if (!standing) return undefined
+        if (standing.kind === 'credit') {
+          const rows = await tx.query<{ id: bigint }>(
+            `insert into plan_credit_ledger (agent_id, plan_id, kind, amount_micros, operation_id, request_id) values ($1, $2, 'debit', $3, $4, $5) returning id`,
+            [agentId, standing.planId, -costMicros, operationId, requestId],
+          )
+          const debitId = rows[0]?.id
+          return {
+            standing: { ...standing, remainingMicros: (standing.remainingMicros ?? 0n) - costMicros },
+            undo: async () => {
+              await db.query(
+                `insert into plan_credit_ledger (agent_id, plan_id, kind, amount_micros, operation_id, request_id) values ($1, $2, 'refund', $3, $4, $5)`,
+                [agentId, standing.planId, costMicros, operationId, `${requestId}:refund:${debitId}`],
+              )
+            },
+          }
+        }
+        const next = await tx.query<{ n: number }>(`select coalesce(max(ordinal), 0) + 1 as n from plan_subscription_calls where purchase_id = $1`, [standing.purchaseId])
+        const ordinal = next[0]?.n ?? 1
+        await tx.query(`insert into plan_subscription_calls (purchase_id, ordinal, operation_id) values ($1, $2, $3)`, [standing.purchaseId, ordinal, operationId])
+        return {
+          standing: { ...standing, remainingCalls: (standing.remainingCalls ?? 1) - 1 },
+          undo: async () => {
+            await db.query(`delete from plan_subscription_calls where purchase_id = $1 and ordinal = $2`, [standing.purchaseId, ordinal])
+          },
+        }
+      })
+    },
+
+    async takeIncludedUnit({ accountKey, meter, includedUnits, operationId }) {
+      // Ordinals 1..includedUnits are unique per (account, meter): the insert is the claim.
+      for (let ordinal = 1; ordinal <= includedUnits; ordinal += 1) {
+        try {
+          await db.query(`insert into included_unit_claims (account_key, meter, ordinal, operation_id) values ($1, $2, $3, $4)`, [accountKey, meter, ordinal, operationId])
+          return {
+            undo: async () => {
+              await db.query(`delete from included_unit_claims where account_key = $1 and meter = $2 and ordinal = $3`, [accountKey, meter, ordinal])
+            },
+          }
+        } catch (error) {
+          if (!isUniqueViolation(error)) throw error
+        }
+      }
+      return undefined
+    },
+
+    async includedUnitsLeft(accountKey, meter, includedUnits) {
+      return Math.max(0, includedUnits - (await usedUnits(db, accountKey, meter)))
+    },
+  }
+}

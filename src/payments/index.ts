@@ -1,0 +1,115 @@
+// Payments, assembled: chain port (dev chain or RPC), x402 and MPP methods, the guard, agents and
+// plans, access control, and the reconciler of settlements whose outcome was unknown.
+import path from 'node:path'
+import { randomBytes } from 'node:crypto'
+import type { Db } from '../platform/db/index.ts'
+import type { KeyValue } from '../platform/kv/index.ts'
+import type { Logger } from '../platform/logger.ts'
+import type { Clock } from '../platform/clock.ts'
+import type { Registry } from '../catalog/types.ts'
+import { createRpcChain, type ChainPort, type DevChain } from './chain/index.ts'
+import { startDevChain } from './chain/dev.ts'
+import { createMpp, tempoClientFromUrl, type TempoClientFactory } from './mpp/index.ts'
+import { x402Method, x402Reconciler } from './x402/method.ts'
+import { createPaymentGuard, type PaymentGuard, type PaymentMethod } from './guard.ts'
+import { createAgentStore, type AgentStore } from './agents.ts'
+import { createAccessControl, type AccessControl } from './access.ts'
+import type { Address } from './types.ts'
+
+export interface PaymentsOptions {
+  db: Db
+  kv: KeyValue
+  logger: Logger
+  clock: Clock
+  registry: Registry
+  dataDir: string
+  payTo: Address
+  gatewayUrl: string
+  chainRpcUrl?: string | undefined
+  settlerPrivateKey?: string | undefined
+  tempoRpcUrl?: string | undefined
+  mppSecretKey?: string | undefined
+  /** How often pending settlements are reconciled (0 = never; tests call reconcile themselves). */
+  reconcileEveryMs?: number
+}
+
+export interface Payments {
+  chain: ChainPort
+  /** Set when the embedded dev chain runs (mint = the dev faucet). */
+  devChain: DevChain | undefined
+  guard: PaymentGuard
+  agents: AgentStore
+  access: AccessControl
+  reconcile(): Promise<number>
+  close(): Promise<void>
+}
+
+/** The MPP HMAC key: configured, or generated once and shared through the database. */
+async function mppSecret(db: Db, configured: string | undefined): Promise<string> {
+  if (configured) return configured
+  await db.query(`insert into service_meta (key, value) values ('mpp_secret_key', $1) on conflict (key) do nothing`, [
+    JSON.stringify(randomBytes(32).toString('base64url')),
+  ])
+  const rows = await db.query<{ value: string }>(`select value from service_meta where key = 'mpp_secret_key'`)
+  const value = rows[0]?.value
+  if (typeof value !== 'string') throw new Error('mpp_secret_key missing from service_meta')
+  return value
+}
+
+const noTempoRpc: TempoClientFactory = () => {
+  throw new Error('TEMPO_RPC_URL is not configured: MPP tempo/charge payments cannot be verified')
+}
+
+export async function openPayments(options: PaymentsOptions): Promise<Payments> {
+  const { db, logger, clock } = options
+  let devChain: DevChain | undefined
+  let chain: ChainPort
+  if (options.chainRpcUrl) {
+    chain = createRpcChain({ rpcUrl: options.chainRpcUrl, privateKey: options.settlerPrivateKey as `0x${string}`, logger })
+  } else {
+    devChain = await startDevChain({ dataDir: path.join(options.dataDir, 'chain'), logger })
+    chain = devChain
+  }
+  try {
+    const now = () => clock.nowMs()
+    const mpp = createMpp({
+      secretKey: await mppSecret(db, options.mppSecretKey),
+      realm: new URL(options.gatewayUrl).host,
+      recipient: options.payTo,
+      getClient: options.tempoRpcUrl ? tempoClientFromUrl(options.tempoRpcUrl) : noTempoRpc,
+      store: options.kv,
+      now,
+    })
+    const mppMethod: PaymentMethod = { protocol: 'mpp', challenge: (quote) => mpp.challenge(quote), verify: (credential, quote) => mpp.verify(credential, quote) }
+    const guard = createPaymentGuard({ db, methods: { x402: x402Method({ chain, now }), mpp: mppMethod }, logger })
+    const agents = createAgentStore(db, clock)
+    const access = createAccessControl({ guard, agents, registry: options.registry, payTo: options.payTo, gatewayUrl: options.gatewayUrl, logger })
+    const reconcilers = { x402: x402Reconciler(chain, now) }
+    const reconcile = () => guard.reconcile(reconcilers)
+    let timer: NodeJS.Timeout | undefined
+    if ((options.reconcileEveryMs ?? 30_000) > 0) {
+      timer = setInterval(() => {
+        reconcile().catch((error: unknown) => logger.error({ err: error }, 'settlement reconciliation failed'))
+      }, options.reconcileEveryMs ?? 30_000)
+      timer.unref()
+    }
+    return {
+      chain,
+      devChain,
+      guard,
+      agents,
+      access,
+      reconcile,
+      async close() {
+        if (timer) clearInterval(timer)
+        await chain.close()
+      },
+    }
+  } catch (error) {
+    await chain.close()
+    throw error
+  }
+}
+
+export type { PaymentContext, QuoteFunction } from './access.ts'
+export { accessTokenOf } from './agents.ts'

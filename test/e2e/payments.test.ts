@@ -1,0 +1,265 @@
+// End to end through the real CLI with real third-party clients: @x402/fetch (x402 v2 and v1)
+// and the mppx client buy plans, settling on the embedded local EVM (anvil) and on a scripted
+// Tempo JSON-RPC responder (no Tempo node can be installed here); replays are refused; the
+// advisor takes single-use $0 proofs; plan operations answer 401/403, never 402; claims go
+// through the dev outbox; and everything survives a restart.
+import t from 'tap'
+import { mkdtempSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { x402Client } from '@x402/core/client'
+import { decodePaymentResponseHeader } from '@x402/core/http'
+import { ExactEvmScheme } from '@x402/evm/exact/client'
+import { ExactEvmSchemeV1 } from '@x402/evm/exact/v1/client'
+import { wrapFetchWithPayment } from '@x402/fetch'
+import { Mppx, tempo } from 'mppx/client'
+import { Receipt } from 'mppx'
+import { createClient, http as viemHttp } from 'viem'
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
+import { tempo as tempoChain } from 'viem/tempo/chains'
+import { startCli, type CliProcess } from '../helpers/cli.ts'
+import { startTempoRpc, type TempoRpcResponder } from '../helpers/tempo-rpc.ts'
+
+const PLAN_PRICE = 5_000_000n // reviews-credit-5
+
+let cli: CliProcess
+let rpc: TempoRpcResponder
+const dataDir = mkdtempSync(path.join(os.tmpdir(), 'agw-pay-'))
+
+t.before(async () => {
+  rpc = await startTempoRpc()
+  cli = await startCli({ dataDir, env: { TEMPO_RPC_URL: rpc.url } })
+})
+t.teardown(async () => {
+  await cli?.stop('SIGKILL')
+  await rpc?.close()
+})
+
+async function json<T = Record<string, unknown>>(response: Response): Promise<T> {
+  return (await response.json()) as T
+}
+
+async function register(): Promise<string> {
+  const response = await fetch(`${cli.gateway}/auth/register`, { method: 'POST' })
+  t.equal(response.status, 201)
+  return (await json<{ accessToken: string }>(response)).accessToken
+}
+
+async function faucet(address: string, amountMicros: bigint): Promise<bigint> {
+  const response = await fetch(`${cli.gateway}/dev/faucet`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ address, amountMicros: amountMicros.toString() }),
+  })
+  const body = await json<{ balanceMicros: string }>(response)
+  return BigInt(body.balanceMicros)
+}
+
+async function balance(address: string): Promise<bigint> {
+  return BigInt((await json<{ balanceMicros: string }>(await fetch(`${cli.gateway}/dev/balances/${address}`))).balanceMicros)
+}
+
+/**
+ * A fetch that records the payment header it sent, so the test can replay it. With `v1Only` it
+ * hides the v2 PAYMENT-REQUIRED header, as a v1 client that reads only the JSON body would see.
+ */
+function recording(options: { v1Only?: boolean } = {}): { fetch: typeof fetch; sent: Headers[] } {
+  const sent: Headers[] = []
+  return {
+    sent,
+    fetch: async (input, init) => {
+      const request = new Request(input, init)
+      sent.push(new Headers(request.headers))
+      const response = await fetch(request)
+      if (!options.v1Only || response.status !== 402) return response
+      const headers = new Headers(response.headers)
+      headers.delete('payment-required')
+      return new Response(await response.arrayBuffer(), { status: response.status, headers })
+    },
+  }
+}
+
+t.test('x402 v2 with @x402/fetch buys a plan, settles on the local EVM, and a replay is refused', async (t) => {
+  const buyer = privateKeyToAccount(generatePrivateKey())
+  await faucet(buyer.address, 20_000_000n)
+  const payeeBefore = await balance('0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266')
+  const token = await register()
+  const { fetch: tracked, sent } = recording()
+  const payFetch = wrapFetchWithPayment(tracked, new x402Client().register('eip155:8453', new ExactEvmScheme(buyer)).setSpendControls(false))
+  const response = await payFetch(`${cli.gateway}/plans/reviews-credit-5/purchase`, {
+    method: 'POST',
+    headers: { 'svc-agent-authorization': `Bearer ${token}` },
+  })
+  t.equal(response.status, 200)
+  const body = await json<{ planId: string; status: string; creditMicros: string }>(response)
+  t.match(body, { planId: 'reviews-credit-5', status: 'active', creditMicros: '5000000' })
+  const receipt = decodePaymentResponseHeader(response.headers.get('payment-response') ?? '')
+  t.equal(receipt.success, true)
+  t.match(receipt.transaction, /^0x[0-9a-f]{64}$/)
+  t.equal(await balance(buyer.address), 15_000_000n, 'buyer paid exactly the plan price')
+  t.equal((await balance('0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266')) - payeeBefore, PLAN_PRICE, 'payee received it')
+
+  const proof = sent.map((headers) => headers.get('payment-signature')).find(Boolean)
+  t.ok(proof, 'the client sent PAYMENT-SIGNATURE')
+  const replay = await fetch(`${cli.gateway}/plans/reviews-credit-5/purchase`, {
+    method: 'POST',
+    headers: { 'svc-agent-authorization': `Bearer ${token}`, 'payment-signature': proof ?? '' },
+  })
+  t.equal(replay.status, 402)
+  t.equal((await json(replay)).reason, 'nonce_already_used')
+  t.equal(await balance(buyer.address), 15_000_000n, 'nothing charged for the replay')
+
+  // The plan now covers reviews: the call gets past plan access (the review handler itself is not built yet).
+  const review = await fetch(`${cli.gateway}/api/v1/annotate/reviews`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ url: 'https://example.com' }),
+  })
+  t.equal(review.status, 501)
+})
+
+t.test('x402 v1 (X-PAYMENT) buys a plan', async (t) => {
+  const buyer = privateKeyToAccount(generatePrivateKey())
+  await faucet(buyer.address, 5_000_000n)
+  const token = await register()
+  const { fetch: tracked, sent } = recording({ v1Only: true })
+  const payFetch = wrapFetchWithPayment(tracked, new x402Client().registerV1('base', new ExactEvmSchemeV1(buyer)).setSpendControls(false))
+  const response = await payFetch(`${cli.gateway}/plans/reviews-credit-5/purchase`, { method: 'POST', headers: { authorization: `Bearer ${token}` } })
+  t.equal(response.status, 200)
+  t.ok(response.headers.get('x-payment-response'), 'v1 receipt header')
+  t.ok(sent.some((headers) => headers.get('x-payment')), 'the v1 client sent X-PAYMENT')
+  t.equal(await balance(buyer.address), 0n)
+})
+
+t.test('MPP with the mppx client buys a plan through the Tempo RPC port, and a replay is refused', async (t) => {
+  const account = privateKeyToAccount(generatePrivateKey())
+  const token = await register()
+  const authorizations: string[] = []
+  const agent = Mppx.create({
+    methods: [tempo({ account, getClient: () => createClient({ chain: tempoChain, transport: viemHttp(rpc.url, { retryCount: 0 }) }) })],
+    polyfill: false,
+    fetch: async (input, init) => {
+      const authorization = new Headers(init?.headers).get('authorization')
+      if (authorization) authorizations.push(authorization)
+      return fetch(input, init)
+    },
+  })
+  const broadcastsBefore = rpc.broadcasts.length
+  const response = await agent.fetch(`${cli.gateway}/plans/reviews-credit-5/purchase`, {
+    method: 'POST',
+    headers: { 'svc-agent-authorization': `Bearer ${token}` },
+  })
+  t.equal(response.status, 200)
+  const receipt = Receipt.fromResponse(response)
+  t.equal(receipt.status, 'success')
+  t.equal(rpc.broadcasts.length - broadcastsBefore, 1, 'one transaction broadcast')
+  const credential = authorizations.find((value) => value.startsWith('Payment '))
+  const replay = await fetch(`${cli.gateway}/plans/reviews-credit-5/purchase`, {
+    method: 'POST',
+    headers: { 'svc-agent-authorization': `Bearer ${token}`, authorization: credential ?? '' },
+  })
+  t.equal(replay.status, 402)
+  t.equal(rpc.broadcasts.length - broadcastsBefore, 1, 'the replay broadcast nothing')
+})
+
+t.test('advisor quote takes a single-use $0 wallet proof (x402 and MPP)', async (t) => {
+  const wallet = privateKeyToAccount(generatePrivateKey())
+  const url = `${cli.gateway}/advisor/agent/quote`
+  const init = { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ goal: 'generate a song', budgetMicros: '100000' }) }
+  const unpaid = await fetch(url, init)
+  t.equal(unpaid.status, 402)
+  const required = JSON.parse(Buffer.from(unpaid.headers.get('payment-required') ?? '', 'base64').toString()) as { accepts: { amount: string }[] }
+  t.equal(required.accepts[0]?.amount, '0', 'the quote costs 0')
+  const { fetch: tracked, sent } = recording()
+  const payFetch = wrapFetchWithPayment(tracked, new x402Client().register('eip155:8453', new ExactEvmScheme(wallet)).setSpendControls(false))
+  const quote = await payFetch(url, init)
+  t.equal(quote.status, 200)
+  const guide = await json<{ recommendations: { service: string }[] }>(quote)
+  t.equal(guide.recommendations[0]?.service, 'songmodel-3-pro')
+  const proof = sent.map((headers) => headers.get('payment-signature')).find(Boolean) ?? ''
+  const reuse = await fetch(url, { ...init, headers: { ...init.headers, 'payment-signature': proof } })
+  t.equal(reuse.status, 402, 'a $0 proof is single-use')
+
+  const mppAgent = Mppx.create({
+    methods: [tempo({ account: wallet, getClient: () => createClient({ chain: tempoChain, transport: viemHttp(rpc.url, { retryCount: 0 }) }) })],
+    polyfill: false,
+    fetch,
+  })
+  const mppQuote = await mppAgent.fetch(url, init)
+  t.equal(mppQuote.status, 200, 'MPP $0 proof accepted')
+})
+
+t.test('plan operations answer 401 and 403, never 402', async (t) => {
+  const url = `${cli.gateway}/api/v1/annotate/reviews`
+  const init = (headers: Record<string, string>) => ({ method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ url: 'https://example.com' }) })
+  const anonymous = await fetch(url, init({}))
+  t.equal(anonymous.status, 401)
+  const problem = await json<{ code: string; recipe: { register: { url: string } } }>(anonymous)
+  t.equal(problem.code, 'bearer_required')
+  t.equal(problem.recipe.register.url, `${cli.gateway}/auth/register`)
+  const token = await register()
+  const noPlan = await fetch(url, init({ authorization: `Bearer ${token}` }))
+  t.equal(noPlan.status, 403)
+  const refusal = await json<{ code: string; plans: { id: string; purchase: string }[] }>(noPlan)
+  t.equal(refusal.code, 'plan_required')
+  t.same(refusal.plans.map((plan) => plan.id).sort(), ['reviews-credit-5', 'reviews-monthly'])
+  const unknown = await fetch(url, init({ authorization: 'Bearer agw_not-a-token' }))
+  t.equal(unknown.status, 401)
+})
+
+t.test('bad payment input: malformed proofs and two credentials are 400, wrong ones 402 with a reason', async (t) => {
+  const token = await register()
+  const url = `${cli.gateway}/plans/reviews-credit-5/purchase`
+  const send = (headers: Record<string, string>) => fetch(url, { method: 'POST', headers: { 'svc-agent-authorization': `Bearer ${token}`, ...headers } })
+  const malformed = await send({ 'payment-signature': 'not base64 at all!' })
+  t.equal(malformed.status, 400)
+  t.equal((await json(malformed)).reason, 'malformed')
+  const both = await send({ 'payment-signature': 'e30=', 'x-payment': 'e30=' })
+  t.equal(both.status, 400)
+  t.equal((await json(both)).reason, 'multiple_credentials')
+  const forged = await send({ authorization: 'Payment eyJjaGFsbGVuZ2UiOnt9fQ' })
+  t.ok([400, 402].includes(forged.status), `forged MPP credential refused (${forged.status})`)
+  const noBuyer = await fetch(url, { method: 'POST' })
+  t.equal(noBuyer.status, 401, 'a plan purchase must name the buyer')
+  const noPlan = await send({})
+  t.equal(noPlan.status, 402)
+  const missing = await fetch(`${cli.gateway}/plans/no-such-plan/purchase`, { method: 'POST', headers: { 'svc-agent-authorization': `Bearer ${token}` } })
+  t.equal(missing.status, 404)
+})
+
+t.test('a human claims an agent through the e-mailed code', async (t) => {
+  const token = await register()
+  const start = await fetch(`${cli.gateway}/auth/claim`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ email: 'human@example.com' }),
+  })
+  t.equal(start.status, 202)
+  const outbox = await json<{ messages: { to: string; text: string }[] }>(await fetch(`${cli.gateway}/dev/outbox`))
+  const mail = outbox.messages.filter((message) => message.to === 'human@example.com').at(-1)
+  const code = mail?.text.match(/Your code: (\S+)/)?.[1]
+  t.ok(code, 'the outbox holds the code')
+  const verify = await fetch(`${cli.gateway}/auth/claim/verify`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ code }) })
+  t.equal(verify.status, 200)
+  const claimed = await json<{ claimedEmail: string; includedUnits: { service: string; left: number }[] }>(verify)
+  t.equal(claimed.claimedEmail, 'human@example.com')
+  t.same(claimed.includedUnits.find((unit) => unit.service === 'songmodel-3-pro')?.left, 1)
+})
+
+t.test('agents, plans and chain balances survive a restart', async (t) => {
+  const token = await register()
+  const buyer = privateKeyToAccount(generatePrivateKey())
+  await faucet(buyer.address, 5_000_000n)
+  const payFetch = wrapFetchWithPayment(fetch, new x402Client().register('eip155:8453', new ExactEvmScheme(buyer)).setSpendControls(false))
+  const bought = await payFetch(`${cli.gateway}/plans/reviews-credit-5/purchase`, { method: 'POST', headers: { 'svc-agent-authorization': `Bearer ${token}` } })
+  t.equal(bought.status, 200)
+  t.equal(await cli.stop('SIGTERM'), 0)
+  cli = await startCli({ dataDir, env: { TEMPO_RPC_URL: rpc.url } })
+  const review = await fetch(`${cli.gateway}/api/v1/annotate/reviews`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ url: 'https://example.com' }),
+  })
+  t.equal(review.status, 501, 'token and plan still valid after restart')
+  t.equal(await balance(buyer.address), 0n, 'chain state kept')
+})
