@@ -98,8 +98,8 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
   const planned: { name: string; port: number; app: FastifyInstance }[] = []
   const has = (role: Role) => roles.includes(role)
   if (has('gateway') && payments) planned.push({ name: 'gateway', port: config.gatewayPort, app: buildGatewayApp({ ...deps, payments, mailer }) })
-  if (has('scheduler-api')) planned.push({ name: 'scheduler', port: config.schedulerPort, app: buildSchedulerApp(deps) })
-  if (has('memory')) planned.push({ name: 'memory', port: config.memoryPort, app: buildMemoryApp(deps) })
+  if (has('scheduler-api') && payments) planned.push({ name: 'scheduler', port: config.schedulerPort, app: buildSchedulerApp({ ...deps, payments }) })
+  if (has('memory') && payments) planned.push({ name: 'memory', port: config.memoryPort, app: buildMemoryApp({ ...deps, payments }) })
   // Media and controller serve no public API; on their own they still need probes and /metrics.
   const probeOnly = (name: string) => createHttpApp({ name, logger, metrics, bodyLimitBytes: config.bodyLimitBytes, readiness: deps.readiness })
   if (has('media') && roles.length === 1) planned.push({ name: 'media', port: config.mediaPort, app: probeOnly('media') })
