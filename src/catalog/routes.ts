@@ -37,7 +37,8 @@ const SlugParams = Type.Object({ slug: Type.String({ minLength: 1, maxLength: 10
  */
 export interface RenderedDocument {
   contentType: string
-  body: Buffer
+  /** Small documents stay strings: node writes headers and a string body in one write(). */
+  body: Buffer | string
   /** Compressed on first use, then kept: searches with no takers for gzip cost nothing extra. */
   gzip(): Buffer
   br(): Buffer
@@ -45,16 +46,19 @@ export interface RenderedDocument {
   link?: string | undefined
 }
 
+const SMALL_DOCUMENT_BYTES = 16 * 1024
+
 export function renderDocument(contentType: string, text: string, link?: string): RenderedDocument {
-  const body = Buffer.from(text)
+  const bytes = Buffer.from(text)
+  const body = bytes.length <= SMALL_DOCUMENT_BYTES ? text : bytes
   let gzip: Buffer | undefined
   let br: Buffer | undefined
   return {
     contentType,
     body,
-    gzip: () => (gzip ??= gzipSync(body, { level: 6 })),
-    br: () => (br ??= brotliCompressSync(body, { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 6, [zlibConstants.BROTLI_PARAM_SIZE_HINT]: body.length } })),
-    etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`,
+    gzip: () => (gzip ??= gzipSync(bytes, { level: 6 })),
+    br: () => (br ??= brotliCompressSync(bytes, { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 6, [zlibConstants.BROTLI_PARAM_SIZE_HINT]: bytes.length } })),
+    etag: `"${createHash('sha256').update(bytes).digest('base64url').slice(0, 27)}"`,
     link,
   }
 }

@@ -90,20 +90,39 @@ const LOG_METHODS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent
 
 /**
  * fastify makes a child logger for every request; most requests never log, so make it on first
- * use. Saves a pino child (bindings serialization, allocations) on the hot discovery path.
+ * use. One shared prototype keeps the per-request cost to a small object.
  */
+interface LazyLogger {
+  parent: FastifyBaseLogger
+  bindings: Record<string, unknown>
+  options: object
+  made: FastifyBaseLogger | undefined
+}
+
+function realLogger(this: LazyLogger): FastifyBaseLogger {
+  return (this.made ??= this.parent.child(this.bindings, this.options))
+}
+
+const lazyLoggerPrototype: Record<string, unknown> = {
+  get level(): string {
+    return (this as unknown as LazyLogger).parent.level
+  },
+  child(this: LazyLogger, more: Record<string, unknown>, moreOptions?: object) {
+    return realLogger.call(this).child(more, moreOptions)
+  },
+}
+for (const method of LOG_METHODS) {
+  lazyLoggerPrototype[method] = function log(this: LazyLogger, ...args: unknown[]) {
+    return (realLogger.call(this)[method] as (...a: unknown[]) => void)(...args)
+  }
+}
+
 function lazyChildLogger(parent: FastifyBaseLogger, bindings: Record<string, unknown>, options: object): FastifyBaseLogger {
-  let child: FastifyBaseLogger | undefined
-  const real = (): FastifyBaseLogger => (child ??= parent.child(bindings, options))
-  const lazy: Record<string, unknown> = {
-    get level() {
-      return parent.level
-    },
-    child: (more: Record<string, unknown>, moreOptions?: object) => real().child(more, moreOptions),
-  }
-  for (const method of LOG_METHODS) {
-    lazy[method] = (...args: unknown[]) => (real()[method] as (...a: unknown[]) => void)(...args)
-  }
+  const lazy: LazyLogger = Object.create(lazyLoggerPrototype)
+  lazy.parent = parent
+  lazy.bindings = bindings
+  lazy.options = options
+  lazy.made = undefined
   return lazy as unknown as FastifyBaseLogger
 }
 
