@@ -107,33 +107,44 @@ export function createPaymentGuard(deps: PaymentGuardDeps): PaymentGuard {
     ])
   }
 
-  async function record(payment: VerifiedPayment, event: string, context: { agentId?: string | undefined; operationId: string }, reference?: string) {
-    try {
-      await db.query(
-        `insert into payments_ledger (protocol, protocol_version, event, replay_key, payer, payee, amount_micros, operation_id, agent_id, reference, detail)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-        [
-          payment.protocol,
-          payment.version,
-          event,
-          payment.replayKey,
-          payment.payer.toLowerCase(),
-          payment.detail.payTo ?? '',
-          payment.amountMicros,
-          context.operationId,
-          context.agentId ?? null,
-          reference ?? null,
-          payment.detail,
-        ],
-      )
-    } catch (error) {
-      // A second 'settled' row for one key would be double counting; the unique index forbids it.
-      if (isUniqueViolation(error)) {
-        logger.error({ replayKey: payment.replayKey }, 'refused a second settlement record for one spend key')
-        return
-      }
-      throw error
-    }
+  /**
+   * Appends the settlement outcome to the ledger and moves the reservation in ONE statement, so a
+   * crash cannot leave a ledger row without its state (or the reverse). A second 'settled' row for
+   * one key is refused by the unique index and skipped here.
+   */
+  async function recordOutcome(
+    payment: VerifiedPayment,
+    event: 'settled' | 'pending' | 'failed',
+    nextState: 'settled' | 'pending' | 'released',
+    context: { agentId?: string | undefined; operationId: string },
+    reference?: string,
+  ): Promise<void> {
+    const rows = await db.query<{ recorded: boolean }>(
+      `with ledger as (
+         insert into payments_ledger (protocol, protocol_version, event, replay_key, payer, payee, amount_micros, operation_id, agent_id, reference, detail)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+         on conflict (replay_key) where event in ('settled', 'reconciled_settled') do nothing
+         returning 1
+       ), state as (
+         update payment_reservations set state = $12, reference = coalesce($10, reference), updated_at = now() where replay_key = $4
+       )
+       select exists (select 1 from ledger) as recorded`,
+      [
+        payment.protocol,
+        payment.version,
+        event,
+        payment.replayKey,
+        payment.payer.toLowerCase(),
+        payment.detail.payTo ?? '',
+        payment.amountMicros,
+        context.operationId,
+        context.agentId ?? null,
+        reference ?? null,
+        payment.detail,
+        nextState,
+      ],
+    )
+    if (!rows[0]?.recorded) logger.error({ replayKey: payment.replayKey }, 'refused a second settlement record for one spend key')
   }
 
   return {
@@ -176,7 +187,8 @@ export function createPaymentGuard(deps: PaymentGuardDeps): PaymentGuard {
             await setState(payment.replayKey, 'consumed')
             return {}
           }
-          await setState(payment.replayKey, 'settling')
+          // No 'settling' write: a reservation that outlives its process is decided by the
+          // reconciler from the chain (nonce used or not), which needs no marker.
           let outcome: SettlementOutcome
           try {
             outcome = await payment.settle()
@@ -186,17 +198,14 @@ export function createPaymentGuard(deps: PaymentGuardDeps): PaymentGuard {
             outcome = { status: 'pending', reference: '' }
           }
           if (outcome.status === 'settled') {
-            await record(payment, 'settled', context, outcome.reference)
-            await setState(payment.replayKey, 'settled', outcome.reference)
+            await recordOutcome(payment, 'settled', 'settled', context, outcome.reference)
             return outcome.headers
           }
           if (outcome.status === 'pending') {
-            await record(payment, 'pending', context, outcome.reference || undefined)
-            await setState(payment.replayKey, 'pending', outcome.reference || undefined)
+            await recordOutcome(payment, 'pending', 'pending', context, outcome.reference || undefined)
             return { 'x-payment-status': 'pending', ...(outcome.reference ? { 'x-payment-reference': outcome.reference } : {}) }
           }
-          await record(payment, 'failed', context)
-          await setState(payment.replayKey, 'released')
+          await recordOutcome(payment, 'failed', 'released', context)
           throw paymentRequired(quote, 'settlement_failed', `Settlement failed: ${outcome.reason}. Nothing was charged.`)
         },
       }
@@ -205,7 +214,7 @@ export function createPaymentGuard(deps: PaymentGuardDeps): PaymentGuard {
     async reconcile(reconcilers) {
       const rows = await db.query<{ replay_key: string; protocol: Protocol; reference: string | null; payer: string; amount_micros: bigint; operation_id: string; detail: Record<string, unknown> }>(
         `select replay_key, protocol, reference, payer, amount_micros, operation_id, detail from payment_reservations
-         where state = 'pending' or (state = 'settling' and updated_at < now() - interval '2 minutes')`,
+         where state = 'pending' or (state in ('reserved', 'settling') and updated_at < now() - interval '10 minutes')`,
       )
       let changed = 0
       for (const row of rows) {
@@ -216,13 +225,21 @@ export function createPaymentGuard(deps: PaymentGuardDeps): PaymentGuard {
           [row.replay_key],
         )
         const last = ledger[0]
-        const verdict = await reconciler({ replayKey: row.replay_key, reference: row.reference, detail: row.detail })
+        let verdict: 'settled' | 'failed' | 'pending'
+        try {
+          verdict = await reconciler({ replayKey: row.replay_key, reference: row.reference, detail: row.detail })
+        } catch (error) {
+          // One row the chain cannot answer for must not block the others.
+          logger.warn({ err: error, replayKey: row.replay_key }, 'could not reconcile a settlement yet')
+          continue
+        }
         if (verdict === 'pending') continue
         const event = verdict === 'settled' ? 'reconciled_settled' : 'reconciled_failed'
         await db.transaction(async (tx) => {
           await tx.query(
             `insert into payments_ledger (protocol, protocol_version, event, replay_key, payer, payee, amount_micros, operation_id, agent_id, reference, detail)
-             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+             on conflict (replay_key) where event in ('settled', 'reconciled_settled') do nothing`,
             [row.protocol, last?.protocol_version ?? 0, event, row.replay_key, row.payer, String(row.detail.payTo ?? last?.payee ?? ''), row.amount_micros, row.operation_id, last?.agent_id ?? null, row.reference, row.detail],
           )
           await tx.query(`update payment_reservations set state = $2, updated_at = now() where replay_key = $1`, [

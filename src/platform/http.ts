@@ -1,7 +1,7 @@
 // The fastify factory every listener is built from: one error handler speaking problem+json,
 // request ids, one access-log line per request, metrics, health and readiness probes.
 import { randomUUID } from 'node:crypto'
-import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import { AppError, PROBLEM_CONTENT_TYPE, isAppError, type ProblemBody } from './errors.ts'
 import type { Logger } from './logger.ts'
 import type { Metrics } from './metrics.ts'
@@ -129,7 +129,7 @@ function lazyChildLogger(parent: FastifyBaseLogger, bindings: Record<string, unk
 export function createHttpApp(options: HttpAppOptions): FastifyInstance {
   const app = Fastify({
     loggerInstance: options.logger.child({ listener: options.name }) as FastifyBaseLogger,
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     childLoggerFactory: lazyChildLogger,
     bodyLimit: options.bodyLimitBytes,
     genReqId: (req) => {
