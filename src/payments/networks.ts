@@ -7,3 +7,14 @@ export const USDC_DECIMALS = 6
 export const MPP_METHOD = 'tempo'
 export const MPP_INTENT = 'charge'
 export const MPP_CURRENCY = 'USD'
+export const BASE_CHAIN_ID = 8453
+
+/** EIP-3009 TransferWithAuthorization fields: the EIP-712 struct and the USDC ABI inputs alike. */
+export const TRANSFER_WITH_AUTHORIZATION_FIELDS = [
+  { name: 'from', type: 'address' },
+  { name: 'to', type: 'address' },
+  { name: 'value', type: 'uint256' },
+  { name: 'validAfter', type: 'uint256' },
+  { name: 'validBefore', type: 'uint256' },
+  { name: 'nonce', type: 'bytes32' },
+] as const

@@ -73,4 +73,14 @@ export interface ChallengeParts {
   body: Record<string, unknown>
 }
 
+/** The EIP-3009 `TransferWithAuthorization` message a payer signed (x402 `exact`). */
+export interface TransferAuthorization {
+  from: Address
+  to: Address
+  value: bigint
+  validAfter: bigint
+  validBefore: bigint
+  nonce: Hex
+}
+
 export type { Address, Hex }

@@ -24,6 +24,7 @@ import {
 import type { Address, Hex, Log } from 'viem'
 import { BASE_CHAIN_ID, BASE_USDC } from '../../src/payments/chain/usdc-abi.ts'
 import type { ChainPort, SettlementResult, TransferAuthorization } from '../../src/payments/chain/types.ts'
+import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../../src/payments/x402/eip712.ts'
 
 /** Multicall3, as @x402/evm addresses it for its failure diagnostics. */
 export const MULTICALL3_ADDRESS: Address = '0xcA11bde05977b3631167028862bE2a173976CA11'
@@ -118,16 +119,7 @@ export function memoryUsdc(options: MemoryUsdcOptions = {}): MemoryUsdc {
       if (!signature) throw new Error('FiatTokenV2: invalid signature')
       const signer = await recoverTypedDataAddress({
         domain: { name, version, chainId, verifyingContract: address },
-        types: {
-          TransferWithAuthorization: [
-            { name: 'from', type: 'address' },
-            { name: 'to', type: 'address' },
-            { name: 'value', type: 'uint256' },
-            { name: 'validAfter', type: 'uint256' },
-            { name: 'validBefore', type: 'uint256' },
-            { name: 'nonce', type: 'bytes32' },
-          ],
-        },
+        types: TRANSFER_WITH_AUTHORIZATION_TYPES,
         primaryType: 'TransferWithAuthorization',
         message: auth,
         signature,

@@ -1,7 +1,6 @@
 // One behavioural suite for the Db port, run against every backend:
 // PGlite in memory, PGlite on a temp directory, and a real Postgres (throw-away database).
 
-import { randomBytes } from 'node:crypto'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
@@ -10,8 +9,8 @@ import type { Test } from 'tap'
 import { DbError, isUniqueViolation, openDb, pgErrorCode, toJson } from '../../src/platform/db/index.ts'
 import type { Db, Queryable } from '../../src/platform/db/index.ts'
 import { migrate } from '../../src/platform/db/migrate.ts'
+import { throwawayDatabase } from '../helpers/servers.ts'
 
-const PG_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 const BIG = 9007199254740993n // 2^53 + 1: not representable as a JS number
 const INT8_MIN = -9223372036854775808n
 const INT8_MAX = 9223372036854775807n
@@ -46,11 +45,6 @@ async function rejection(promise: Promise<unknown>): Promise<unknown> {
   throw new Error('expected the promise to reject')
 }
 
-function redact(url: string): string {
-  const u = new URL(url)
-  if (u.password !== '') u.password = '***'
-  return u.toString()
-}
 
 async function suite(t: Test, backend: Backend): Promise<void> {
   const db = await backend.open()
@@ -495,36 +489,12 @@ t.test('pglite (directory)', async (t) => {
 })
 
 t.test('postgres', async (t) => {
-  let admin: Db
-  try {
-    try {
-      admin = await openDb({ kind: 'postgres', url: PG_URL, poolMax: 1, connectTimeoutMs: 3000 })
-    } catch (err) {
-      if (pgErrorCode(err) !== '3D000') throw err
-      // The named database does not exist: the server is there, so administer via `postgres`.
-      const fallback = new URL(PG_URL)
-      fallback.pathname = '/postgres'
-      admin = await openDb({ kind: 'postgres', url: fallback.toString(), poolMax: 1, connectTimeoutMs: 3000 })
-    }
-  } catch (err) {
-    const reason = `Postgres unreachable at ${redact(PG_URL)} (${(err as Error).message || String(err)}); set TEST_DATABASE_URL`
-    t.comment(reason)
-    t.skip(reason, () => {})
-    return
-  }
-  const name = `ag_test_${randomBytes(6).toString('hex')}`
-  await admin.exec(`create database ${name}`)
-  t.teardown(async () => {
-    await admin.exec(`drop database if exists ${name} with (force)`)
-    await admin.close()
-  })
-  const url = new URL(PG_URL)
-  url.pathname = `/${name}`
-  t.comment(`using throw-away database ${name}`)
+  const url = await throwawayDatabase(t)
+  if (!url) return
   await suite(t, {
     name: 'postgres',
     kind: 'postgres',
-    open: () => openDb({ kind: 'postgres', url: url.toString(), poolMax: 5 }),
+    open: () => openDb({ kind: 'postgres', url, poolMax: 5 }),
     persistent: true,
     multiHandle: true,
   })

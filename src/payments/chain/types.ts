@@ -4,15 +4,9 @@
 // Amounts are integer micros (USDC has 6 decimals) as bigint.
 import type { Address, Hex } from 'viem'
 
-/** The EIP-3009 `TransferWithAuthorization` message a payer signed (x402 `exact`). */
-export interface TransferAuthorization {
-  from: Address
-  to: Address
-  value: bigint
-  validAfter: bigint
-  validBefore: bigint
-  nonce: Hex
-}
+import type { TransferAuthorization } from '../types.ts'
+
+export type { TransferAuthorization }
 
 export type SettlementResult =
   | { status: 'confirmed'; txHash: Hex; blockNumber: bigint }

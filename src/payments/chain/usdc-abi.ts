@@ -1,20 +1,13 @@
 // The slice of Circle's FiatToken (USDC v2.x) ABI the chain port uses. Matches real USDC on
 // Base and the dev TestUSDC (contracts/TestUSDC.sol) alike.
 import type { Address } from 'viem'
-import { USDC_BASE_ADDRESS } from '../networks.ts'
+import { BASE_CHAIN_ID, TRANSFER_WITH_AUTHORIZATION_FIELDS, USDC_BASE_ADDRESS } from '../networks.ts'
 
 /** Canonical native USDC on Base mainnet (chain id 8453). */
 export const BASE_USDC: Address = USDC_BASE_ADDRESS as Address
-export const BASE_CHAIN_ID = 8453
+export { BASE_CHAIN_ID }
 
-const authorizationInputs = [
-  { name: 'from', type: 'address' },
-  { name: 'to', type: 'address' },
-  { name: 'value', type: 'uint256' },
-  { name: 'validAfter', type: 'uint256' },
-  { name: 'validBefore', type: 'uint256' },
-  { name: 'nonce', type: 'bytes32' },
-] as const
+const authorizationInputs = TRANSFER_WITH_AUTHORIZATION_FIELDS
 
 export const usdcAbi = [
   {

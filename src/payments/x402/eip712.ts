@@ -5,10 +5,11 @@
 // the native signature recovery itself; this is ~20 µs. test/unit/x402.test.ts checks it equals
 // `hashTypedData` for many random messages and edge values.
 import { domainSeparator, keccak256, stringToBytes, toHex } from 'viem'
-import type { Address, Hex } from 'viem'
-import { USDC_BASE_ADDRESS, USDC_EIP712 } from '../networks.ts'
+import type { Hex } from 'viem'
+import { BASE_CHAIN_ID, TRANSFER_WITH_AUTHORIZATION_FIELDS, USDC_BASE_ADDRESS, USDC_EIP712 } from '../networks.ts'
+import type { TransferAuthorization } from '../types.ts'
 
-export const BASE_CHAIN_ID = 8453
+export { BASE_CHAIN_ID }
 
 export const USDC_DOMAIN = {
   name: USDC_EIP712.name,
@@ -18,25 +19,9 @@ export const USDC_DOMAIN = {
 } as const
 
 /** Same as `authorizationTypes` of `@x402/evm` (and the USDC contract). */
-export const TRANSFER_WITH_AUTHORIZATION_TYPES = {
-  TransferWithAuthorization: [
-    { name: 'from', type: 'address' },
-    { name: 'to', type: 'address' },
-    { name: 'value', type: 'uint256' },
-    { name: 'validAfter', type: 'uint256' },
-    { name: 'validBefore', type: 'uint256' },
-    { name: 'nonce', type: 'bytes32' },
-  ],
-} as const
+export const TRANSFER_WITH_AUTHORIZATION_TYPES = { TransferWithAuthorization: TRANSFER_WITH_AUTHORIZATION_FIELDS } as const
 
-export interface TransferAuthorization {
-  from: Address
-  to: Address
-  value: bigint
-  validAfter: bigint
-  validBefore: bigint
-  nonce: Hex
-}
+export type { TransferAuthorization }
 
 const TYPE_HASH_HEX = keccak256(
   stringToBytes(
