@@ -1,0 +1,382 @@
+// Egress proxy for sandboxed task runs (local mode). The sandbox has no network of its own
+// (`bwrap --unshare-net`); its only way out is this proxy, reached over a unix socket that is
+// bind-mounted into the sandbox. The proxy speaks plain forward-proxy HTTP (absolute-form
+// requests) and CONNECT tunnels, resolves every hostname itself and refuses loopback, private,
+// CGNAT, link-local (cloud metadata), multicast and reserved addresses AFTER resolution, then
+// connects to exactly the address it checked, so DNS rebinding cannot slip a private address in.
+//
+// Two narrow exceptions, both set by the service, never by the sandbox:
+// - `allow`: exact "host:port" pairs exempt from the address rule (the operator's package
+//   index / registry mirror), revocable with `revokeAllow()` once the install phase is over;
+// - `helper`: absolute-form requests for one virtual host (default `agw-helper.internal`) are
+//   forwarded to the service's per-run helper endpoint.
+
+import dns from 'node:dns/promises'
+import { chmod, chown } from 'node:fs/promises'
+import http from 'node:http'
+import https from 'node:https'
+import net from 'node:net'
+import os from 'node:os'
+import type { Duplex } from 'node:stream'
+
+export interface EgressLogEntry {
+  at: number
+  kind: 'connect' | 'http'
+  host: string
+  port: number
+  /** The resolved address the proxy connected to (or refused). */
+  address?: string
+  decision: 'allowed' | 'refused' | 'helper' | 'bad_request'
+  reason?: string
+  /** HTTP status the proxy answered with when it did not tunnel (403, 400, 502, 504). */
+  status?: number
+}
+
+export interface EgressProxyOptions {
+  /** Exact `host:port` pairs (as the client names them) exempt from the private-address rule. */
+  allow?: string[]
+  /** Requests for `http://<host>/…` are forwarded to `target` (the per-run helper endpoint). */
+  helper?: { host?: string; target: string }
+  /**
+   * Addresses refused even though public: by default every address of this host's interfaces
+   * (a public IP of the service host is still the service host).
+   */
+  denyAddresses?: string[]
+  /** Resolver; defaults to the system's (`dns.lookup`, so /etc/hosts counts). */
+  lookup?: (host: string) => Promise<Array<{ address: string; family: number }>>
+  connectTimeoutMs?: number
+  onLog?: (entry: EgressLogEntry) => void
+  clock?: () => number
+}
+
+export const HELPER_HOST = 'agw-helper.internal'
+
+// ---------------------------------------------------------------------------------------------
+// Address policy
+
+const V4_BLOCKED: Array<[string, number]> = [
+  ['0.0.0.0', 8], // "this network"
+  ['10.0.0.0', 8],
+  ['100.64.0.0', 10], // CGNAT (also Alibaba's 100.100.100.200 metadata)
+  ['127.0.0.0', 8],
+  ['169.254.0.0', 16], // link-local: 169.254.169.254 cloud metadata
+  ['172.16.0.0', 12],
+  ['192.0.0.0', 24], // IETF protocol assignments (192.0.0.192 OCI metadata)
+  ['192.168.0.0', 16],
+  ['198.18.0.0', 15], // benchmarking
+  ['168.63.129.16', 32], // Azure wireserver
+  ['224.0.0.0', 4], // multicast
+  ['240.0.0.0', 4], // reserved + broadcast
+]
+const V6_BLOCKED: Array<[string, number]> = [
+  ['::', 128],
+  ['::1', 128],
+  ['fc00::', 7], // unique local (also fd00:ec2::254, AWS metadata over IPv6)
+  ['fe80::', 10], // link-local
+  ['fec0::', 10], // old site-local
+  ['ff00::', 8], // multicast
+]
+
+const blocked = new net.BlockList()
+for (const [a, p] of V4_BLOCKED) blocked.addSubnet(a, p, 'ipv4')
+for (const [a, p] of V6_BLOCKED) blocked.addSubnet(a, p, 'ipv6')
+
+/** 16 bytes of an IPv6 literal, or null when it does not parse. */
+function ipv6Bytes(ip: string): number[] | null {
+  let s = ip.toLowerCase().replace(/%.*$/, '')
+  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(s)
+  if (dotted) {
+    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number]
+    if ([a, b, c, d].some((x) => x > 255)) return null
+    s = s.slice(0, dotted.index) + ((a << 8) | b).toString(16) + ':' + ((c << 8) | d).toString(16)
+  }
+  const halves = s.split('::')
+  if (halves.length > 2) return null
+  const parse = (part: string | undefined): number[] =>
+    part ? part.split(':').map((h) => (/^[0-9a-f]{1,4}$/.test(h) ? parseInt(h, 16) : NaN)) : []
+  const head = parse(halves[0])
+  const rest = parse(halves[1])
+  const fill = 8 - head.length - rest.length
+  if (halves.length === 2 && fill < 1) return null
+  const groups = halves.length === 2 ? [...head, ...new Array<number>(fill).fill(0), ...rest] : head
+  if (groups.length !== 8 || groups.some((g) => Number.isNaN(g))) return null
+  return groups.flatMap((g) => [g >> 8, g & 0xff])
+}
+
+/**
+ * True when `ip` must not be reached from a sandbox: loopback, RFC 1918, CGNAT, link-local
+ * (cloud metadata), unique-local, multicast, reserved. IPv6 forms that embed an IPv4 address
+ * (IPv4-mapped, NAT64 64:ff9b::/96, 6to4 2002::/16) are judged by the embedded address.
+ * Anything that does not parse as an IP is treated as private.
+ */
+export function isPrivateAddress(ip: string): boolean {
+  if (net.isIPv4(ip)) return blocked.check(ip, 'ipv4')
+  if (!net.isIPv6(ip)) return true
+  const b = ipv6Bytes(ip)
+  if (!b) return true
+  const v4 = (o: number) => `${b[o]}.${b[o + 1]}.${b[o + 2]}.${b[o + 3]}`
+  const zero = (from: number, to: number) => b.slice(from, to).every((x) => x === 0)
+  if (zero(0, 10) && b[10] === 0xff && b[11] === 0xff) return isPrivateAddress(v4(12)) // ::ffff:a.b.c.d
+  if (b[0] === 0x00 && b[1] === 0x64 && b[2] === 0xff && b[3] === 0x9b && zero(4, 12)) return isPrivateAddress(v4(12))
+  if (b[0] === 0x20 && b[1] === 0x02) return isPrivateAddress(v4(2)) // 6to4
+  return blocked.check(ip, 'ipv6')
+}
+
+// ---------------------------------------------------------------------------------------------
+// Proxy
+
+const HOP_BY_HOP = new Set([
+  'connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate',
+  'te', 'trailer', 'transfer-encoding', 'upgrade',
+])
+
+function forwardHeaders(raw: string[]): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {}
+  const connectionListed = new Set<string>()
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i]!.toLowerCase() === 'connection') {
+      for (const n of raw[i + 1]!.split(',')) connectionListed.add(n.trim().toLowerCase())
+    }
+  }
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!
+    const lower = name.toLowerCase()
+    if (HOP_BY_HOP.has(lower) || connectionListed.has(lower)) continue
+    const prev = out[name]
+    out[name] = prev === undefined ? raw[i + 1]! : [...(Array.isArray(prev) ? prev : [prev]), raw[i + 1]!]
+  }
+  return out
+}
+
+/** `host:port` (IPv6 in brackets) → parts, or null. */
+function splitHostPort(authority: string): { host: string; port: number } | null {
+  const m = /^\[([^\]]+)\]:(\d+)$/.exec(authority) ?? /^([^:]+):(\d+)$/.exec(authority)
+  if (!m) return null
+  const port = Number(m[2])
+  if (!Number.isInteger(port) || port < 1 || port > 65535) return null
+  return { host: m[1]!.toLowerCase(), port }
+}
+
+type Verdict =
+  | { ok: true; address: string; family: number }
+  | { ok: false; status: number; reason: string; address?: string }
+
+export class EgressProxy {
+  readonly server: http.Server
+  private readonly allow: Set<string>
+  private readonly helper: { host: string; target: URL } | undefined
+  private readonly lookup: (host: string) => Promise<Array<{ address: string; family: number }>>
+  private readonly denied: Set<string>
+  private readonly connectTimeoutMs: number
+  private readonly onLog: ((e: EgressLogEntry) => void) | undefined
+  private readonly clock: () => number
+  /** Parses HTTP inside CONNECT tunnels to the helper host; never listens itself. */
+  private readonly helperServer: http.Server
+  private readonly sockets = new Set<Duplex>()
+  readonly log: EgressLogEntry[] = []
+
+  constructor(options: EgressProxyOptions = {}) {
+    this.allow = new Set((options.allow ?? []).map((a) => a.toLowerCase()))
+    this.helper = options.helper
+      ? { host: (options.helper.host ?? HELPER_HOST).toLowerCase(), target: new URL(options.helper.target) }
+      : undefined
+    this.lookup = options.lookup ?? ((host) => dns.lookup(host, { all: true, verbatim: true }))
+    this.denied = new Set(
+      (options.denyAddresses ?? Object.values(os.networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address)))
+        .map((a) => a.toLowerCase().replace(/%.*$/, '')),
+    )
+    this.connectTimeoutMs = options.connectTimeoutMs ?? 10_000
+    this.onLog = options.onLog
+    this.clock = options.clock ?? Date.now
+    this.server = http.createServer({ requestTimeout: 0, headersTimeout: 30_000 })
+    this.server.on('connection', (s: net.Socket) => this.track(s))
+    this.server.on('request', (req, res) => void this.onRequest(req, res))
+    this.server.on('connect', (req, socket, head) => void this.onConnect(req, socket, head))
+    this.helperServer = http.createServer((req, res) => this.onHelperRequest(req, res, req.url ?? '/'))
+  }
+
+  /** Drop the `allow` exceptions (called when the dependency install phase ends). */
+  revokeAllow(): void {
+    this.allow.clear()
+  }
+
+  /** Listen on a unix socket path (owned by `owner` when given, mode 0600) or a TCP port. */
+  async listen(where: string | number, owner?: { uid: number; gid: number }): Promise<void> {
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject)
+      const done = () => { this.server.off('error', reject); resolve() }
+      if (typeof where === 'string') this.server.listen(where, done)
+      else this.server.listen(where, '127.0.0.1', done)
+    })
+    if (typeof where === 'string') {
+      if (owner) await chown(where, owner.uid, owner.gid)
+      await chmod(where, 0o600)
+    }
+  }
+
+  address(): net.AddressInfo | string | null {
+    return this.server.address()
+  }
+
+  /** Stop listening and cut every open connection and tunnel. */
+  async close(): Promise<void> {
+    for (const s of this.sockets) s.destroy()
+    this.sockets.clear()
+    await new Promise<void>((resolve) => this.server.close(() => resolve()))
+  }
+
+  private track<T extends Duplex>(s: T): T {
+    this.sockets.add(s)
+    s.once('close', () => this.sockets.delete(s))
+    return s
+  }
+
+  private record(entry: Omit<EgressLogEntry, 'at'>): void {
+    const e = { at: this.clock(), ...entry }
+    if (this.log.length < 1000) this.log.push(e)
+    this.onLog?.(e)
+  }
+
+  /** Resolve and apply the address policy. */
+  async check(host: string, port: number): Promise<Verdict> {
+    const exempt = this.allow.has(`${host}:${port}`)
+    let addrs: Array<{ address: string; family: number }>
+    const literal = host.replace(/^\[|\]$/g, '')
+    if (net.isIP(literal)) addrs = [{ address: literal, family: net.isIP(literal) }]
+    else {
+      try {
+        addrs = await this.lookup(host)
+      } catch (err) {
+        return { ok: false, status: 502, reason: `cannot resolve ${host}: ${(err as NodeJS.ErrnoException).code ?? err}` }
+      }
+    }
+    if (addrs.length === 0) return { ok: false, status: 502, reason: `cannot resolve ${host}` }
+    const usable = exempt ? addrs : addrs.filter((a) => !isPrivateAddress(a.address) && !this.denied.has(a.address.toLowerCase()))
+    if (usable.length === 0) {
+      return {
+        ok: false,
+        status: 403,
+        address: addrs[0]!.address,
+        reason: `${host} resolves to ${addrs.map((a) => a.address).join(', ')}: loopback/private/link-local/metadata addresses and the service host's own addresses are not reachable from a sandbox`,
+      }
+    }
+    return { ok: true, address: usable[0]!.address, family: usable[0]!.family }
+  }
+
+  private async onConnect(req: http.IncomingMessage, client: Duplex, head: Buffer): Promise<void> {
+    this.track(client)
+    client.on('error', () => client.destroy())
+    const target = splitHostPort(req.url ?? '')
+    const deny = (status: number, text: string, reason: string) => {
+      client.end(`HTTP/1.1 ${status} ${text}\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nagent-gateway egress proxy: ${reason}\n`)
+    }
+    if (!target) {
+      this.record({ kind: 'connect', host: req.url ?? '', port: 0, decision: 'bad_request', status: 400 })
+      return deny(400, 'Bad Request', 'CONNECT needs host:port')
+    }
+    if (this.helper && target.host === this.helper.host) {
+      // A tunnel to the helper host carries plain HTTP: parse it here and map the paths.
+      this.record({ kind: 'connect', ...target, decision: 'helper' })
+      client.write('HTTP/1.1 200 Connection Established\r\n\r\n')
+      if (head.length) client.unshift(head)
+      this.helperServer.emit('connection', client)
+      return
+    }
+    const v = await this.check(target.host, target.port)
+    if (!v.ok) {
+      this.record({ kind: 'connect', ...target, address: v.address, decision: 'refused', reason: v.reason, status: v.status })
+      return deny(v.status, v.status === 403 ? 'Forbidden' : 'Bad Gateway', v.reason)
+    }
+    const upstream = this.track(net.connect({ host: v.address, port: target.port }))
+    const timer = setTimeout(() => upstream.destroy(new Error('connect timeout')), this.connectTimeoutMs)
+    upstream.once('connect', () => {
+      clearTimeout(timer)
+      this.record({ kind: 'connect', ...target, address: v.address, decision: 'allowed' })
+      client.write('HTTP/1.1 200 Connection Established\r\n\r\n')
+      if (head.length) upstream.write(head)
+      upstream.pipe(client)
+      client.pipe(upstream)
+    })
+    upstream.once('error', (err) => {
+      clearTimeout(timer)
+      if (upstream.bytesRead === 0 && upstream.bytesWritten === 0 && !client.destroyed) {
+        const timeout = err.message === 'connect timeout'
+        this.record({ kind: 'connect', ...target, address: v.address, decision: 'allowed', reason: err.message, status: timeout ? 504 : 502 })
+        deny(timeout ? 504 : 502, timeout ? 'Gateway Timeout' : 'Bad Gateway', `cannot reach ${target.host}:${target.port} (${v.address}): ${err.message}`)
+      } else client.destroy()
+    })
+    client.once('close', () => upstream.destroy())
+  }
+
+  /** Absolute-form requests (plain HTTP proxying; https:// URLs too, for clients such as axios). */
+  private async onRequest(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    let url: URL
+    try {
+      url = new URL(req.url ?? '')
+      if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error('scheme')
+    } catch {
+      this.record({ kind: 'http', host: '', port: 0, decision: 'bad_request', status: 400 })
+      return fail(res, 400, 'this is a forward proxy: send absolute-form http:// or https:// requests, or CONNECT')
+    }
+    const host = url.hostname.toLowerCase().replace(/^\[|\]$/g, '')
+    const port = Number(url.port) || (url.protocol === 'https:' ? 443 : 80)
+    if (this.helper && host === this.helper.host) return this.onHelperRequest(req, res, url.pathname + url.search)
+    const v = await this.check(host, port)
+    if (!v.ok) {
+      this.record({ kind: 'http', host, port, address: v.address, decision: 'refused', reason: v.reason, status: v.status })
+      req.resume()
+      return fail(res, v.status, v.reason)
+    }
+    this.record({ kind: 'http', host, port, address: v.address, decision: 'allowed' })
+    forward(req, res, url, v.address, false, this.connectTimeoutMs)
+  }
+
+  /** A helper call (origin-form path such as /generate_text) → the service's helper endpoint. */
+  private onHelperRequest(req: http.IncomingMessage, res: http.ServerResponse, pathAndQuery: string): void {
+    const base = this.helper!.target
+    const target = new URL(base.href.replace(/\/$/, '') + (pathAndQuery.startsWith('/') ? pathAndQuery : `/${pathAndQuery}`))
+    this.record({ kind: 'http', host: this.helper!.host, port: 80, decision: 'helper' })
+    forward(req, res, target, target.hostname.replace(/^\[|\]$/g, ''), true, this.connectTimeoutMs)
+  }
+}
+
+function fail(res: http.ServerResponse, status: number, reason: string): void {
+  if (!res.headersSent) res.writeHead(status, { 'content-type': 'text/plain', connection: 'close' })
+  res.end(`agent-gateway egress proxy: ${reason}\n`)
+}
+
+/** Relays one request to `target`, connecting to the already-checked `address`. */
+function forward(req: http.IncomingMessage, res: http.ServerResponse, target: URL, address: string, rewriteHost: boolean, timeoutMs: number): void {
+  const headers = forwardHeaders(req.rawHeaders)
+  if (rewriteHost) {
+    for (const k of Object.keys(headers)) if (k.toLowerCase() === 'host') delete headers[k]
+    headers.host = target.host
+  }
+  const tls = target.protocol === 'https:'
+  const upstream = (tls ? https : http).request({
+    host: address,
+    port: Number(target.port) || (tls ? 443 : 80),
+    method: req.method,
+    path: target.pathname + target.search,
+    headers,
+    setHost: false,
+    ...(tls && !net.isIP(target.hostname) ? { servername: target.hostname } : {}),
+    agent: false,
+    timeout: timeoutMs,
+  })
+  upstream.on('timeout', () => upstream.destroy(new Error('timeout')))
+  upstream.on('response', (up) => {
+    res.writeHead(up.statusCode ?? 502, up.statusMessage, forwardHeaders(up.rawHeaders))
+    up.pipe(res)
+  })
+  upstream.on('error', (err) => {
+    if (res.headersSent) res.destroy()
+    else fail(res, 502, `cannot reach ${target.host} (${address}): ${err.message}`)
+  })
+  res.on('close', () => upstream.destroy())
+  req.pipe(upstream)
+}
+
+export function createEgressProxy(options: EgressProxyOptions = {}): EgressProxy {
+  return new EgressProxy(options)
+}
