@@ -1,0 +1,156 @@
+// The Task controller: a thin adapter. Informers on Tasks and Runs feed a per-key work queue (a Run
+// event enqueues its owning Task); each key is reconciled from the informer caches by the pure
+// reconcileTask and the actions are applied to the stores:
+// - createRun first, then the status write, so a crash in between at worst replays the create
+//   (AlreadyExists = success; the deterministic name makes it the same Run);
+// - patchTaskStatus is optimistic on the cached resourceVersion: a Conflict (stale cache, or a
+//   second controller got there first) fails the key and the queue retries it with backoff;
+// - requeueAfter arms a timer on the injected clock (+ padding) for the next slot.
+import {
+  isAlreadyExists,
+  NotFoundError,
+  objectKey,
+  splitKey,
+  type ResourceStore,
+} from './resource-store.ts'
+import { Informer } from './informer.ts'
+import { reconcileTask, type Action, type ReconcileOptions, type RunResource, type TaskResource, type TaskStatus } from './task-reconciler.ts'
+import { realTimers, WorkQueue, type Timers } from './work-queue.ts'
+
+export interface Clock extends Timers {
+  now(): Date
+}
+
+export const systemClock: Clock = { now: () => new Date(), ...realTimers }
+
+export const TASK_LABEL = 'jobs.agent-gateway.dev/task'
+export const TRIGGER_LABEL = 'jobs.agent-gateway.dev/trigger'
+
+export interface TaskControllerOptions {
+  tasks: ResourceStore<TaskResource>
+  runs: ResourceStore<RunResource>
+  clock?: Clock
+  namespace?: string
+  reconcile?: ReconcileOptions
+  /** Added to requeueAfter so the timer fires just after the slot (CronJob uses 100 ms). */
+  requeuePaddingMs?: number
+  concurrency?: number
+  onError?: (where: string, err: unknown) => void
+}
+
+export class TaskController {
+  readonly #options: TaskControllerOptions
+  readonly #clock: Clock
+  readonly #tasks: Informer<TaskResource>
+  readonly #runs: Informer<RunResource>
+  readonly #queue: WorkQueue
+  /** Counters for tests and metrics. */
+  readonly stats = { reconciles: 0, runsCreated: 0, alreadyExists: 0, runsDeleted: 0, statusWrites: 0, errors: 0 }
+
+  constructor(options: TaskControllerOptions) {
+    this.#options = options
+    this.#clock = options.clock ?? systemClock
+    const onError = options.onError ?? (() => {})
+    const informerOptions = options.namespace === undefined ? { onError: (e: unknown) => onError('informer', e) } : { namespace: options.namespace, onError: (e: unknown) => onError('informer', e) }
+    this.#tasks = new Informer(options.tasks, informerOptions)
+    this.#runs = new Informer(options.runs, informerOptions)
+    this.#queue = new WorkQueue((key) => this.reconcile(key), {
+      concurrency: options.concurrency ?? 4,
+      delayTimers: this.#clock,
+      onError: (key, err) => {
+        this.stats.errors += 1
+        onError(`reconcile ${key}`, err)
+      },
+    })
+    this.#tasks.on((_type, task) => this.#queue.add(objectKey(task.metadata)))
+    this.#runs.on((_type, run) => {
+      const owner = run.metadata.ownerReferences?.find((ref) => ref.kind === 'Task')?.name ?? run.spec.taskRef?.name
+      if (owner !== undefined) this.#queue.add(objectKey({ namespace: run.metadata.namespace, name: owner }))
+    })
+  }
+
+  /** Starts both informers; resolves once their caches are filled (keys are then being reconciled). */
+  async start(): Promise<void> {
+    // Runs first, so the first Task reconciles see the existing Runs.
+    await this.#runs.start()
+    await this.#tasks.start()
+  }
+
+  async stop(): Promise<void> {
+    this.#queue.stop()
+    await Promise.all([this.#tasks.stop(), this.#runs.stop()])
+    await this.#queue.idle()
+  }
+
+  /** Resolves when no key is queued or being reconciled. */
+  idle(): Promise<void> {
+    return this.#queue.idle()
+  }
+
+  async reconcile(key: string): Promise<void> {
+    if (!this.#tasks.hasSynced || !this.#runs.hasSynced) return
+    const { namespace, name } = splitKey(key)
+    const task = this.#tasks.get(namespace, name)
+    if (task === undefined) return
+    this.stats.reconciles += 1
+    const runs = this.#runs.list((run) => run.metadata.namespace === namespace && run.spec.taskRef?.name === name)
+    const actions = reconcileTask({ task, runs, now: this.#clock.now() }, this.#options.reconcile)
+    await this.#apply(key, task, actions)
+  }
+
+  async #apply(key: string, task: TaskResource, actions: Action[]): Promise<void> {
+    const { namespace, name } = task.metadata
+    for (const action of actions) {
+      if (action.type !== 'createRun') continue
+      try {
+        await this.#options.runs.create({
+          apiVersion: task.apiVersion,
+          kind: 'Run',
+          metadata: {
+            name: action.name,
+            namespace,
+            labels: { [TASK_LABEL]: name, [TRIGGER_LABEL]: action.trigger },
+            ownerReferences: [{ kind: 'Task', name, uid: task.metadata.uid }],
+          },
+          spec: {
+            taskRef: { name, uid: task.metadata.uid, generation: task.metadata.generation },
+            trigger: { type: action.trigger, scheduledTime: action.slot },
+          },
+          status: { phase: 'Pending' },
+        })
+        this.stats.runsCreated += 1
+      } catch (err) {
+        if (!isAlreadyExists(err)) throw err
+        this.stats.alreadyExists += 1 // a restart or another controller created this slot: done
+      }
+    }
+    for (const action of actions) {
+      if (action.type !== 'deleteRun') continue
+      try {
+        await this.#options.runs.delete(namespace, action.name)
+        this.stats.runsDeleted += 1
+      } catch (err) {
+        if (!(err instanceof NotFoundError)) throw err
+      }
+    }
+    for (const action of actions) {
+      if (action.type !== 'patchTaskStatus') continue
+      await this.#options.tasks.patchStatus(namespace, name, statusPatch(task.status ?? {}, action.status), {
+        resourceVersion: task.metadata.resourceVersion,
+      })
+      this.stats.statusWrites += 1
+    }
+    for (const action of actions) {
+      if (action.type === 'requeueAfter') this.#queue.addAfter(key, action.ms + (this.#options.requeuePaddingMs ?? 100))
+    }
+  }
+}
+
+/** Merge patch turning `current` into `desired`: keys dropped from desired are sent as null. */
+export function statusPatch(current: TaskStatus, desired: TaskStatus): TaskStatus {
+  const patch: Record<string, unknown> = { ...desired }
+  for (const key of Object.keys(current)) {
+    if ((desired as Record<string, unknown>)[key] === undefined) patch[key] = null
+  }
+  return patch as TaskStatus
+}

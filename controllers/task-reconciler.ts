@@ -1,0 +1,263 @@
+// The cron reconciler for Task resources: PURE. reconcileTask(observed, options) → actions; it
+// reads no clock and does no I/O, so the same observed state always gives the same actions (a
+// restart, or a second controller looking at the same state, decides the same thing).
+//
+// Rules (CronJob controller v2 semantics, see /work/shared/notes/k8s.md §3):
+// - Run names are deterministic: slotName(task, slot) for scheduled runs, `<task>-m<epoch ms>` for
+//   an on-demand trigger. Creating one that exists is AlreadyExists = done, so no slot runs twice.
+// - status.lastScheduleTime is the latest slot the controller has handled (run created, or skipped
+//   with a recorded reason). Slots are looked for in (lastScheduleTime ?? creationTimestamp, now].
+// - After downtime at most ONE catch-up: only the latest missed slot, and only if it is no older
+//   than startingDeadlineSeconds (default 300); the others are counted in status.missedSlots.
+// - suspended, deleting (deletionTimestamp) or completed tasks create nothing; a task without a
+//   schedule is on-demand and never gets scheduled runs.
+// - spec.triggerRequestedAt newer than status.lastTriggerHandled → one run with trigger 'trigger'.
+// - concurrencyPolicy Forbid (default): while a run is active, a due slot (or trigger) is skipped
+//   and recorded in status.lastSkipped. Allow: runs may overlap.
+// - History: finished runs beyond successfulRunsHistoryLimit (default 3) / failedRunsHistoryLimit
+//   (default 1) are deleted, oldest first.
+// - requeueAfter: until the next slot (exact; the adapter may pad). None when the schedule ended.
+// - endAt (inclusive): no slot after it; once past it with no run active the task is Completed.
+import {
+  compileSchedule,
+  latestSlotBetween,
+  nextSlot,
+  slotName,
+  type CompiledSchedule,
+} from '../src/scheduler/domain/schedule.ts'
+import type { Resource } from './resource-store.ts'
+
+export type ConcurrencyPolicy = 'Forbid' | 'Allow'
+
+export interface TaskSpec {
+  /** Absent = on-demand only. */
+  schedule?: { cron: string; timezone?: string }
+  suspend?: boolean
+  /** ISO instant, inclusive. */
+  endAt?: string
+  startingDeadlineSeconds?: number
+  concurrencyPolicy?: ConcurrencyPolicy
+  successfulRunsHistoryLimit?: number
+  failedRunsHistoryLimit?: number
+  /** ISO instant set by the API when a user asks for a run now. */
+  triggerRequestedAt?: string
+  [extra: string]: unknown
+}
+
+export interface SkipRecord {
+  slot: string
+  reason: 'ConcurrentRunActive' | 'MissedStartingDeadline' | 'TooManyMissedSlots'
+}
+
+export interface TaskStatus {
+  phase?: 'Active' | 'Suspended' | 'OnDemand' | 'Completed' | 'Invalid'
+  observedGeneration?: number
+  lastScheduleTime?: string
+  nextRunAt?: string
+  active?: string[]
+  lastTriggerHandled?: string
+  lastSkipped?: SkipRecord
+  missedSlots?: number
+  message?: string
+}
+
+export type RunPhase = 'Pending' | 'Queued' | 'Running' | 'Succeeded' | 'Failed' | 'Cancelled' | 'TimedOut' | 'Rejected'
+export type TriggerType = 'schedule' | 'trigger'
+
+export interface RunSpec {
+  taskRef: { name: string; uid?: string; generation?: number }
+  trigger: { type: TriggerType; scheduledTime: string }
+  [extra: string]: unknown
+}
+
+export interface RunStatus {
+  phase?: RunPhase
+  startTime?: string
+  completionTime?: string
+  [extra: string]: unknown
+}
+
+export type TaskResource = Resource<TaskSpec, TaskStatus>
+export type RunResource = Resource<RunSpec, RunStatus>
+
+export type Action =
+  | { type: 'createRun'; name: string; slot: string; trigger: TriggerType }
+  | { type: 'deleteRun'; name: string }
+  | { type: 'patchTaskStatus'; status: TaskStatus }
+  | { type: 'requeueAfter'; ms: number }
+
+export interface ReconcileOptions {
+  /** Used when the task does not set startingDeadlineSeconds (default 300 s). */
+  defaultStartingDeadlineSeconds?: number
+  defaultSuccessfulRunsHistoryLimit?: number
+  defaultFailedRunsHistoryLimit?: number
+  /** Bound on the missed-slot scan (CronJob uses 100); past it the task resumes from now. */
+  maxMissedScan?: number
+}
+
+export interface Observed {
+  task: TaskResource
+  /** Runs owned by the task (any phase). */
+  runs: readonly RunResource[]
+  now: Date
+}
+
+const FINISHED_OK: ReadonlySet<RunPhase> = new Set(['Succeeded'])
+const FINISHED_BAD: ReadonlySet<RunPhase> = new Set(['Failed', 'Cancelled', 'TimedOut', 'Rejected'])
+
+export function isFinished(run: RunResource): boolean {
+  const phase = run.status?.phase
+  return phase !== undefined && (FINISHED_OK.has(phase) || FINISHED_BAD.has(phase))
+}
+
+/** Deterministic name of the run for an on-demand trigger requested at `requestedAt`. */
+export function triggerRunName(taskName: string, requestedAt: Date): string {
+  return `${taskName}-m${requestedAt.getTime()}`
+}
+
+function finishedAt(run: RunResource): string {
+  return run.status?.completionTime ?? run.spec.trigger?.scheduledTime ?? run.metadata.creationTimestamp
+}
+
+function byName(a: RunResource, b: RunResource): number {
+  return a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0
+}
+
+function historyDeletes(runs: readonly RunResource[], keepOk: number, keepBad: number): string[] {
+  const out: string[] = []
+  for (const [phases, keep] of [
+    [FINISHED_OK, keepOk],
+    [FINISHED_BAD, keepBad],
+  ] as const) {
+    const finished = runs
+      .filter((run) => run.status?.phase !== undefined && phases.has(run.status.phase))
+      .sort((a, b) => (finishedAt(a) < finishedAt(b) ? 1 : finishedAt(a) > finishedAt(b) ? -1 : byName(b, a)))
+    for (const run of finished.slice(Math.max(0, keep))) out.push(run.metadata.name)
+  }
+  return out.sort()
+}
+
+function sameJson(a: unknown, b: unknown): boolean {
+  return JSON.stringify(sortKeys(a)) === JSON.stringify(sortKeys(b))
+}
+
+function sortKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(sortKeys)
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(
+      Object.entries(value as Record<string, unknown>)
+        .filter(([, v]) => v !== undefined)
+        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+        .map(([k, v]) => [k, sortKeys(v)]),
+    )
+  }
+  return value
+}
+
+function parseInstant(value: string | undefined): Date | undefined {
+  if (value === undefined) return undefined
+  const date = new Date(value)
+  return Number.isNaN(date.getTime()) ? undefined : date
+}
+
+export function reconcileTask(observed: Observed, options: ReconcileOptions = {}): Action[] {
+  const { task, now } = observed
+  const spec = task.spec
+  const current: TaskStatus = task.status ?? {}
+  const runs = observed.runs.filter((run) => run.spec.taskRef?.name === task.metadata.name)
+  const actions: Action[] = []
+
+  // Deleting: the owner-reference cascade removes the runs; nothing to create or write.
+  if (task.metadata.deletionTimestamp !== undefined) return actions
+
+  const keepOk = spec.successfulRunsHistoryLimit ?? options.defaultSuccessfulRunsHistoryLimit ?? 3
+  const keepBad = spec.failedRunsHistoryLimit ?? options.defaultFailedRunsHistoryLimit ?? 1
+  for (const name of historyDeletes(runs, keepOk, keepBad)) actions.push({ type: 'deleteRun', name })
+
+  const existing = new Set(runs.map((run) => run.metadata.name))
+  const active = runs.filter((run) => !isFinished(run)).map((run) => run.metadata.name)
+  const forbid = (spec.concurrencyPolicy ?? 'Forbid') === 'Forbid'
+  const status: TaskStatus = { ...current, observedGeneration: task.metadata.generation }
+  delete status.message
+  const create = (name: string, slot: Date, trigger: TriggerType): void => {
+    if (!existing.has(name)) actions.push({ type: 'createRun', name, slot: slot.toISOString(), trigger })
+    existing.add(name)
+    if (!active.includes(name)) active.push(name)
+  }
+
+  // On-demand trigger: at most one run per request instant.
+  const requested = parseInstant(spec.triggerRequestedAt)
+  const handled = parseInstant(current.lastTriggerHandled)
+  if (requested !== undefined && (handled === undefined || requested.getTime() > handled.getTime()) && current.phase !== 'Completed') {
+    const name = triggerRunName(task.metadata.name, requested)
+    if (forbid && active.length > 0 && !active.includes(name)) {
+      status.lastSkipped = { slot: requested.toISOString(), reason: 'ConcurrentRunActive' }
+    } else {
+      create(name, requested, 'trigger')
+    }
+    status.lastTriggerHandled = requested.toISOString()
+  }
+
+  let requeueMs: number | undefined
+  if (spec.schedule === undefined) {
+    status.phase = 'OnDemand'
+    delete status.nextRunAt
+  } else if (current.phase === 'Completed') {
+    delete status.nextRunAt
+  } else {
+    let schedule: CompiledSchedule | undefined
+    try {
+      schedule = compileSchedule(spec.schedule, 'spec.schedule')
+    } catch (err) {
+      status.phase = 'Invalid'
+      status.message = err instanceof Error ? err.message : String(err)
+      delete status.nextRunAt
+    }
+    if (schedule !== undefined) {
+      const endAt = parseInstant(spec.endAt)
+      if (spec.suspend === true) {
+        // Suspended: nothing is created. As with CronJob, on resume the latest slot missed while
+        // suspended runs once if it is still within the starting deadline. (Status must not depend
+        // on `now` here, or every status write would trigger another one.)
+        status.phase = 'Suspended'
+        delete status.nextRunAt
+      } else {
+        status.phase = 'Active'
+        const from = parseInstant(current.lastScheduleTime) ?? new Date(task.metadata.creationTimestamp)
+        const to = endAt !== undefined && endAt.getTime() < now.getTime() ? endAt : now
+        const scan = latestSlotBetween(schedule, from, to, options.maxMissedScan ?? 100)
+        if (scan.capped) {
+          status.lastSkipped = { slot: now.toISOString(), reason: 'TooManyMissedSlots' }
+          status.missedSlots = (current.missedSlots ?? 0) + scan.count
+          status.lastScheduleTime = to.toISOString()
+        } else if (scan.latest !== undefined) {
+          const slot = scan.latest
+          const deadlineMs = (spec.startingDeadlineSeconds ?? options.defaultStartingDeadlineSeconds ?? 300) * 1000
+          if (scan.count > 1) status.missedSlots = (current.missedSlots ?? 0) + scan.count - 1
+          const name = slotName(task.metadata.name, slot)
+          if (now.getTime() - slot.getTime() > deadlineMs) {
+            status.lastSkipped = { slot: slot.toISOString(), reason: 'MissedStartingDeadline' }
+          } else if (forbid && active.length > 0 && !active.includes(name)) {
+            status.lastSkipped = { slot: slot.toISOString(), reason: 'ConcurrentRunActive' }
+          } else {
+            create(name, slot, 'schedule')
+          }
+          status.lastScheduleTime = slot.toISOString()
+        }
+        const next = nextSlot(schedule, now, { endAt: endAt ?? null })
+        if (next === undefined) {
+          delete status.nextRunAt
+          if (active.length === 0) status.phase = 'Completed'
+        } else {
+          status.nextRunAt = next.toISOString()
+          requeueMs = next.getTime() - now.getTime()
+        }
+      }
+    }
+  }
+
+  status.active = [...active].sort()
+  if (!sameJson(status, current)) actions.push({ type: 'patchTaskStatus', status })
+  if (requeueMs !== undefined) actions.push({ type: 'requeueAfter', ms: requeueMs })
+  return actions
+}

@@ -1,0 +1,201 @@
+// Pure cron reconciler with a fake clock: a tiny in-memory "world" applies the actions the way the
+// controller adapter does (AlreadyExists on createRun is success), and runs finish at once unless told.
+import t from 'tap'
+import { reconcileTask, triggerRunName, type Action, type RunResource, type TaskResource, type TaskSpec } from '../../controllers/task-reconciler.ts'
+
+const MIN = 60_000
+
+function makeTask(name: string, spec: TaskSpec, created: string): TaskResource {
+  return {
+    apiVersion: 'jobs.agent-gateway.dev/v1alpha1',
+    kind: 'Task',
+    metadata: { name, namespace: 'default', uid: `uid-${name}`, resourceVersion: '1', generation: 1, creationTimestamp: created },
+    spec,
+  }
+}
+
+class World {
+  task: TaskResource
+  runs = new Map<string, RunResource>()
+  created: string[] = []
+  lastActions: Action[] = []
+  autoFinish: boolean
+  constructor(task: TaskResource, autoFinish = true) {
+    this.task = task
+    this.autoFinish = autoFinish
+  }
+  reconcile(now: Date, options = {}): Action[] {
+    const actions = reconcileTask({ task: this.task, runs: [...this.runs.values()], now }, options)
+    this.apply(actions, now)
+    return actions
+  }
+  apply(actions: Action[], now: Date): void {
+    this.lastActions = actions
+    for (const action of actions) {
+      if (action.type === 'createRun') {
+        if (this.runs.has(action.name)) continue // AlreadyExists = done
+        this.created.push(action.name)
+        this.runs.set(action.name, {
+          apiVersion: 'v',
+          kind: 'Run',
+          metadata: { name: action.name, namespace: 'default', uid: action.name, resourceVersion: '1', generation: 1, creationTimestamp: now.toISOString() },
+          spec: { taskRef: { name: this.task.metadata.name }, trigger: { type: action.trigger, scheduledTime: action.slot } },
+          status: this.autoFinish ? { phase: 'Succeeded', completionTime: now.toISOString() } : { phase: 'Pending' },
+        })
+      } else if (action.type === 'deleteRun') this.runs.delete(action.name)
+      else if (action.type === 'patchTaskStatus') this.task = { ...this.task, status: action.status }
+    }
+  }
+  /** Reconciles every `stepMs` from `from` to `to` inclusive. */
+  run(from: Date, to: Date, stepMs = MIN, options = {}): void {
+    for (let ms = from.getTime(); ms <= to.getTime(); ms += stepMs) this.reconcile(new Date(ms), options)
+  }
+}
+
+const at = (iso: string) => new Date(iso)
+const everyMinute: TaskSpec = { schedule: { cron: '* * * * *' }, successfulRunsHistoryLimit: 100 }
+
+t.test('every-minute schedule over 10 minutes creates exactly 10 runs with slot names', async (t) => {
+  const world = new World(makeTask('tick', everyMinute, '2026-06-01T00:00:00.000Z'))
+  world.run(at('2026-06-01T00:00:00Z'), at('2026-06-01T00:10:00Z'), 15_000)
+  t.same(world.created, Array.from({ length: 10 }, (_, i) => `tick-2026060100${String(i + 1).padStart(2, '0')}`))
+  t.equal(world.task.status?.lastScheduleTime, '2026-06-01T00:10:00.000Z')
+  t.equal(world.task.status?.nextRunAt, '2026-06-01T00:11:00.000Z')
+  const requeue = world.lastActions.find((a) => a.type === 'requeueAfter')
+  t.same(requeue, { type: 'requeueAfter', ms: MIN }, 'requeues until the next slot')
+})
+
+t.test('controller down for 30 minutes: one catch-up for the latest missed slot only', async (t) => {
+  const world = new World(makeTask('tick', everyMinute, '2026-06-01T00:00:00.000Z'))
+  world.run(at('2026-06-01T00:01:00Z'), at('2026-06-01T00:05:00Z'))
+  t.equal(world.created.length, 5)
+  world.reconcile(at('2026-06-01T00:35:20Z'))
+  t.same(world.created.slice(5), ['tick-202606010035'])
+  t.equal(world.task.status?.missedSlots, 29)
+  world.reconcile(at('2026-06-01T00:35:40Z'))
+  t.equal(world.created.length, 6, 'no second catch-up')
+})
+
+t.test('a missed slot older than the starting deadline is skipped and recorded', async (t) => {
+  const world = new World(makeTask('daily', { schedule: { cron: '0 3 * * *' } }, '2026-06-01T00:00:00.000Z'))
+  world.reconcile(at('2026-06-01T03:10:00Z'))
+  t.same(world.created, [])
+  t.same(world.task.status?.lastSkipped, { slot: '2026-06-01T03:00:00.000Z', reason: 'MissedStartingDeadline' })
+  const w2 = new World(makeTask('daily', { schedule: { cron: '0 3 * * *' }, startingDeadlineSeconds: 3600 }, '2026-06-01T00:00:00.000Z'))
+  w2.reconcile(at('2026-06-01T03:10:00Z'))
+  t.same(w2.created, ['daily-202606010300'], 'within a longer deadline it runs')
+})
+
+t.test('restart replays the same observed state: no new run, no status write', async (t) => {
+  const world = new World(makeTask('tick', everyMinute, '2026-06-01T00:00:00.000Z'))
+  world.run(at('2026-06-01T00:01:00Z'), at('2026-06-01T00:03:00Z'))
+  world.reconcile(at('2026-06-01T00:03:10Z')) // settles status.active after the run finished
+  const again = reconcileTask({ task: world.task, runs: [...world.runs.values()], now: at('2026-06-01T00:03:30Z') })
+  t.same(again.filter((a) => a.type !== 'requeueAfter'), [], 'nothing to do')
+  // Crash after createRun but before the status write: the replay names the same run.
+  const before = world.task
+  const first = reconcileTask({ task: before, runs: [...world.runs.values()], now: at('2026-06-01T00:04:00Z') })
+  const replay = reconcileTask({ task: before, runs: [...world.runs.values()], now: at('2026-06-01T00:04:05Z') })
+  t.same(
+    first.filter((a) => a.type === 'createRun'),
+    replay.filter((a) => a.type === 'createRun'),
+  )
+})
+
+t.test('two controllers reconciling the same state produce the same names', async (t) => {
+  const a = new World(makeTask('tick', everyMinute, '2026-06-01T00:00:00.000Z'))
+  const b = new World(makeTask('tick', everyMinute, '2026-06-01T00:00:00.000Z'))
+  a.run(at('2026-06-01T00:00:00Z'), at('2026-06-01T00:05:30Z'), 7_000)
+  b.run(at('2026-06-01T00:00:03Z'), at('2026-06-01T00:05:30Z'), 11_000)
+  t.same(a.created, b.created)
+  t.equal(a.created.length, 5)
+  // Same stale snapshot seen by both: identical actions.
+  const snapshot = { task: a.task, runs: [...a.runs.values()], now: at('2026-06-01T00:06:00Z') }
+  t.same(reconcileTask(snapshot), reconcileTask(snapshot))
+})
+
+t.test('DST: daily 02:30 Europe/Berlin runs once on spring-forward and fall-back days', async (t) => {
+  const spec: TaskSpec = { schedule: { cron: '30 2 * * *', timezone: 'Europe/Berlin' }, successfulRunsHistoryLimit: 10 }
+  const spring = new World(makeTask('nightly', spec, '2026-03-28T12:00:00.000Z'))
+  spring.run(at('2026-03-28T12:00:00Z'), at('2026-03-29T12:00:00Z'))
+  t.same(spring.created, ['nightly-202603290130'], '03:30 CEST, once')
+  const fall = new World(makeTask('nightly', spec, '2026-10-24T12:00:00.000Z'))
+  fall.run(at('2026-10-24T12:00:00Z'), at('2026-10-25T12:00:00Z'))
+  t.same(fall.created, ['nightly-202610250030'], 'first 02:30 (CEST), once')
+})
+
+t.test('end_at is inclusive; afterwards the task completes and nothing is created', async (t) => {
+  const world = new World(makeTask('tick', { ...everyMinute, endAt: '2026-06-01T00:03:00Z' }, '2026-06-01T00:00:00.000Z'))
+  world.run(at('2026-06-01T00:00:00Z'), at('2026-06-01T00:10:00Z'))
+  t.same(world.created, ['tick-202606010001', 'tick-202606010002', 'tick-202606010003'])
+  t.equal(world.task.status?.phase, 'Completed')
+  t.equal(world.task.status?.nextRunAt, undefined)
+  t.notOk(world.lastActions.some((a) => a.type === 'requeueAfter'), 'no requeue after the end')
+  world.apply([{ type: 'patchTaskStatus', status: { ...world.task.status, lastTriggerHandled: undefined } }], new Date())
+  world.task = { ...world.task, spec: { ...world.task.spec, triggerRequestedAt: '2026-06-01T00:11:00Z' } }
+  world.reconcile(at('2026-06-01T00:11:30Z'))
+  t.equal(world.created.length, 3, 'a completed task creates nothing, not even on trigger')
+})
+
+t.test('paused, deleted and on-demand tasks create no scheduled runs', async (t) => {
+  const paused = new World(makeTask('p', { ...everyMinute, suspend: true }, '2026-06-01T00:00:00.000Z'))
+  paused.run(at('2026-06-01T00:00:00Z'), at('2026-06-01T00:10:00Z'))
+  t.same(paused.created, [])
+  t.equal(paused.task.status?.phase, 'Suspended')
+  const statusWrites = reconcileTask({ task: paused.task, runs: [], now: at('2026-06-01T00:20:00Z') })
+  t.same(statusWrites, [], 'a suspended task is quiet (no status write per reconcile)')
+
+  const deleted = makeTask('d', everyMinute, '2026-06-01T00:00:00.000Z')
+  deleted.metadata.deletionTimestamp = '2026-06-01T00:00:30.000Z'
+  t.same(reconcileTask({ task: deleted, runs: [], now: at('2026-06-01T00:05:00Z') }), [])
+
+  const onDemand = new World(makeTask('od', {}, '2026-06-01T00:00:00.000Z'))
+  onDemand.run(at('2026-06-01T00:00:00Z'), at('2026-06-01T01:00:00Z'))
+  t.same(onDemand.created, [])
+  t.equal(onDemand.task.status?.phase, 'OnDemand')
+})
+
+t.test('triggerRequestedAt newer than the last handled → exactly one trigger run', async (t) => {
+  const world = new World(makeTask('od', {}, '2026-06-01T00:00:00.000Z'))
+  world.task = { ...world.task, spec: { triggerRequestedAt: '2026-06-01T00:00:10.123Z' } }
+  world.run(at('2026-06-01T00:00:11Z'), at('2026-06-01T00:05:00Z'))
+  t.same(world.created, [triggerRunName('od', at('2026-06-01T00:00:10.123Z'))])
+  t.equal(world.runs.get(world.created[0] as string)?.spec.trigger.type, 'trigger')
+  world.task = { ...world.task, spec: { triggerRequestedAt: '2026-06-01T00:06:00Z' } }
+  world.run(at('2026-06-01T00:06:01Z'), at('2026-06-01T00:08:00Z'))
+  t.equal(world.created.length, 2, 'a newer request gives one more run')
+})
+
+t.test('never a second run while one is active: the slot is skipped and recorded', async (t) => {
+  const world = new World(makeTask('slow', everyMinute, '2026-06-01T00:00:00.000Z'), false)
+  world.run(at('2026-06-01T00:01:00Z'), at('2026-06-01T00:03:00Z'))
+  t.same(world.created, ['slow-202606010001'])
+  t.same(world.task.status?.lastSkipped, { slot: '2026-06-01T00:03:00.000Z', reason: 'ConcurrentRunActive' })
+  t.same(world.task.status?.active, ['slow-202606010001'])
+  const run = world.runs.get('slow-202606010001') as RunResource
+  run.status = { phase: 'Succeeded', completionTime: '2026-06-01T00:03:30.000Z' }
+  world.reconcile(at('2026-06-01T00:04:00Z'))
+  t.same(world.created, ['slow-202606010001', 'slow-202606010004'], 'runs again once the active run finished')
+  const allow = new World(makeTask('fast', { ...everyMinute, concurrencyPolicy: 'Allow' }, '2026-06-01T00:00:00.000Z'), false)
+  allow.run(at('2026-06-01T00:01:00Z'), at('2026-06-01T00:03:00Z'))
+  t.equal(allow.created.length, 3, 'Allow overlaps')
+})
+
+t.test('history limits keep the last N succeeded and M failed runs', async (t) => {
+  const world = new World(makeTask('h', { schedule: { cron: '* * * * *' }, successfulRunsHistoryLimit: 2, failedRunsHistoryLimit: 1 }, '2026-06-01T00:00:00.000Z'))
+  world.run(at('2026-06-01T00:01:00Z'), at('2026-06-01T00:05:00Z'))
+  world.reconcile(at('2026-06-01T00:05:10Z'))
+  t.same([...world.runs.keys()].sort(), ['h-202606010004', 'h-202606010005'])
+  for (const name of ['h-202606010004', 'h-202606010005']) {
+    ;(world.runs.get(name) as RunResource).status = { phase: 'Failed', completionTime: `2026-06-01T00:0${name.endsWith('4') ? 4 : 5}:30.000Z` }
+  }
+  const actions = reconcileTask({ task: world.task, runs: [...world.runs.values()], now: at('2026-06-01T00:05:40Z') })
+  t.same(actions.filter((a) => a.type === 'deleteRun'), [{ type: 'deleteRun', name: 'h-202606010004' }])
+})
+
+t.test('an invalid schedule creates nothing and says why', async (t) => {
+  const actions = reconcileTask({ task: makeTask('bad', { schedule: { cron: '61 * * * *' } }, '2026-06-01T00:00:00.000Z'), runs: [], now: at('2026-06-01T01:00:00Z') })
+  const patch = actions.find((a) => a.type === 'patchTaskStatus')
+  t.equal(patch?.type === 'patchTaskStatus' ? patch.status.phase : undefined, 'Invalid')
+  t.notOk(actions.some((a) => a.type === 'createRun'))
+})
