@@ -168,10 +168,10 @@ t.test('bad input gets problem+json 4xx, never 5xx', async (t) => {
 })
 
 t.test('operations not built yet answer 501 and the catalog marks them', async (t) => {
-  const body = await expectProblem(t, await fetch(`${cli.scheduler}/api/v1/rates`), 501)
+  const body = await expectProblem(t, await fetch(`${cli.scheduler}/api/v1/account/keys`), 501)
   t.equal(body.code, 'not_implemented')
-  const doc = (await (await fetch(`${cli.gateway}/openapi.json?path=/api/v1/rates`)).json()) as OpenapiDoc
-  t.equal(doc.paths['/api/v1/rates']?.get?.['x-implemented'], false)
+  const doc = (await (await fetch(`${cli.gateway}/openapi.json?path=/api/v1/account/keys`)).json()) as OpenapiDoc
+  t.equal(doc.paths['/api/v1/account/keys']?.get?.['x-implemented'], false)
   // A paid operation that is not built still asks for payment first; paying it would be refunded by
   // the 501 (the reservation is released), so the 402 is what an unpaid caller sees.
   const speech = await fetch(`${cli.gateway}/api/v1/audio/speech/speechmodel-3.1-flash-tts`, {
@@ -180,6 +180,30 @@ t.test('operations not built yet answer 501 and the catalog marks them', async (
     body: JSON.stringify({ text: 'hello' }),
   })
   t.equal(speech.status, 402)
+})
+
+t.test('scheduler discovery: catalog, rates and siblings', async (t) => {
+  const index = (await (await fetch(`${cli.scheduler}/api/v1`)).json()) as { service: string; operations: { path: string }[]; links: Record<string, string> }
+  t.equal(index.service, 'scheduler')
+  t.ok(index.operations.some((operation) => operation.path === '/api/v1/tasks'))
+  t.equal(index.links.rates, `${cli.scheduler}/api/v1/rates`)
+  const rates = (await (await fetch(`${cli.scheduler}/api/v1/rates`)).json()) as { llm_profiles: Record<string, { max_cost_usdc_micros_per_run: string }>; hard_caps: Record<string, number> }
+  t.same(
+    Object.fromEntries(Object.entries(rates.llm_profiles).map(([name, profile]) => [name, profile.max_cost_usdc_micros_per_run])),
+    { quick: '50000', standard: '150000', bulk: '150000' },
+    'SPEC default LLM reserves',
+  )
+  t.equal(rates.hard_caps.max_continuation_delay_sec, 600)
+  const siblings = (await (await fetch(`${cli.scheduler}/api/v1/_siblings`)).json()) as { siblings: { name: string }[] }
+  t.same(siblings.siblings.map((sibling) => sibling.name).sort(), ['cdn', 'forms', 'inbox', 'screenshot', 'urlshortener'])
+  const unpaid = await fetch(`${cli.scheduler}/api/v1/tasks`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'idempotency-key': 'k1', 'x-pay-amount-micros': '1000000' },
+    body: JSON.stringify({ runtime: 'python', source: 'print(1)', entrypoint: 'main.py', max_runtime_sec: 10, max_sibling_calls: 0, max_amount_usdc_micros: 1000000 }),
+  })
+  t.equal(unpaid.status, 402, 'creating a task asks for the escrow first')
+  const required = JSON.parse(Buffer.from(unpaid.headers.get('payment-required') ?? '', 'base64').toString()) as { accepts: { amount: string }[] }
+  t.equal(required.accepts[0]?.amount, '1000000', 'the 402 price is X-Pay-Amount-Micros')
 })
 
 t.test('metrics are exported', async (t) => {

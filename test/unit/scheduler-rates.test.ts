@@ -61,32 +61,8 @@ t.test('views render micros as digit strings', async (t) => {
   t.equal(view.dependency_install.per_second_micros, '100')
   t.match(view.formula, /max_runtime_sec/)
   t.doesNotThrow(() => JSON.stringify(view), 'no bigint left')
-  // The view is a superset of today's Rates schema: stripping the extra members leaves a valid body.
-  const stripped = JSON.parse(JSON.stringify(view)) as Record<string, unknown>
-  const check = compile(Rates, true)
-  t.ok(check(stripped), JSON.stringify(check.errors))
   const strict = compile(Rates, false)
-  strict(JSON.parse(JSON.stringify(view)))
-  t.same(
-    [...new Set((strict.errors ?? []).map((e) => `${e.instancePath}/${String(e.params.additionalProperty)}`))].sort(),
-    [
-      '/hard_caps/max_artifact_bytes',
-      '/hard_caps/max_artifact_bytes_per_run',
-      '/hard_caps/max_artifacts_per_run',
-      '/hard_caps/max_log_bytes',
-      '/hard_caps/max_output_bytes_in_run',
-      '/hard_caps/max_source_bytes',
-      '/llm_profiles/bulk/input_micros_per_million_tokens',
-      '/llm_profiles/bulk/output_micros_per_million_tokens',
-      '/llm_profiles/quick/input_micros_per_million_tokens',
-      '/llm_profiles/quick/output_micros_per_million_tokens',
-      '/llm_profiles/standard/input_micros_per_million_tokens',
-      '/llm_profiles/standard/output_micros_per_million_tokens',
-      '/min_refund_micros',
-      '/siblings',
-    ].sort(),
-    'exactly these members still need adding to the Rates schema',
-  )
+  t.ok(strict(JSON.parse(JSON.stringify(view))), `GET /rates body matches its schema exactly: ${JSON.stringify(strict.errors)}`)
   const siblings = siblingsView()
   const checkSiblings = compile(Siblings, false)
   t.ok(checkSiblings(siblings), 'GET /_siblings body matches its schema')

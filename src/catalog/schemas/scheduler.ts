@@ -534,7 +534,11 @@ export const SchedulerIndex = Type.Object(
 )
 
 const ProfileRate = Type.Object(
-  { max_cost_usdc_micros_per_run: MicrosString({ description: 'Default LLM reserve per run' }) },
+  {
+    max_cost_usdc_micros_per_run: MicrosString({ description: 'Default LLM reserve per run' }),
+    input_micros_per_million_tokens: MicrosString(),
+    output_micros_per_million_tokens: MicrosString(),
+  },
   { additionalProperties: false },
 )
 
@@ -542,23 +546,31 @@ export const Rates = Type.Object(
   {
     currency: Type.Literal('USD'),
     sandbox_per_second_micros: MicrosString(),
-    sibling_call_fee_micros: MicrosString(),
+    sibling_call_fee_micros: MicrosString({ description: 'Per-call sibling fee used in the ceiling (the most expensive first-party sibling)' }),
+    siblings: Type.Record(Type.String(), Type.Object({ fee_micros: MicrosString() }, { additionalProperties: false })),
     dependency_install: Type.Object(
       { budget_sec_per_package: Type.Number({ minimum: 0 }), per_second_micros: MicrosString() },
       { additionalProperties: false },
     ),
     overhead_micros: MicrosString(),
+    min_refund_micros: MicrosString({ description: 'Remainders below this are forfeited as dust instead of refunded' }),
     hard_caps: Type.Object(
       {
         max_runtime_sec: Type.Number(),
         max_sibling_calls: Type.Integer(),
         max_source_chars: Type.Integer(),
+        max_source_bytes: Type.Integer(),
         max_dependencies: Type.Integer(),
         max_env_keys: Type.Integer(),
         max_env_value_chars: Type.Integer(),
         max_tool_list: Type.Integer(),
         max_consecutive_continuations: Type.Integer(),
         max_continuation_delay_sec: Type.Integer(),
+        max_artifact_bytes: Type.Integer(),
+        max_artifacts_per_run: Type.Integer(),
+        max_artifact_bytes_per_run: Type.Integer(),
+        max_output_bytes_in_run: Type.Integer(),
+        max_log_bytes: Type.Integer(),
       },
       { additionalProperties: false },
     ),
