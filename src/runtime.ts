@@ -7,6 +7,7 @@ import type { Logger } from './platform/logger.ts'
 import { createMetrics } from './platform/metrics.ts'
 import { createHttpApp } from './platform/http.ts'
 import { openDb, type Db } from './platform/db/index.ts'
+import { lockDataDir } from './platform/data-dir-lock.ts'
 import { migrate, migrationsDir } from './platform/db/migrate.ts'
 import { openKeyValue, type KeyValue } from './platform/kv/index.ts'
 import { createMailer } from './platform/mailer.ts'
@@ -43,10 +44,26 @@ export interface Running {
 /** Every operation with a handler in this build, whichever roles run in this process. */
 export const IMPLEMENTED_OPERATIONS: ReadonlySet<string> = new Set([...GATEWAY_OPERATIONS, ...SCHEDULER_OPERATIONS, ...MEMORY_OPERATIONS])
 
+/** The database of this process; the embedded one also takes the DATA_DIR lock (released on close). */
 export async function openPlatformDb(config: Config): Promise<Db> {
-  return config.databaseUrl
-    ? openDb({ kind: 'postgres', url: config.databaseUrl })
-    : openDb({ kind: 'pglite', dataDir: path.join(config.dataDir, 'pgdata') })
+  if (config.databaseUrl) return openDb({ kind: 'postgres', url: config.databaseUrl })
+  const unlock = lockDataDir(config.dataDir)
+  try {
+    const db = await openDb({ kind: 'pglite', dataDir: path.join(config.dataDir, 'pgdata') })
+    const close = db.close.bind(db)
+    return Object.assign(db, {
+      close: async () => {
+        try {
+          await close()
+        } finally {
+          unlock()
+        }
+      },
+    })
+  } catch (error) {
+    unlock()
+    throw error
+  }
 }
 
 export async function start(config: Config, roles: readonly Role[], logger: Logger): Promise<Running> {

@@ -34,6 +34,24 @@ t.test('embedded default: PGlite data survives a restart', async (t) => {
   t.equal(await again.stop(), 0)
 })
 
+t.test('one process per embedded data directory; the lock of a crashed owner is taken over', async (t) => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'agw-lock-'))
+  const first = await startCli({ dataDir })
+  t.teardown(() => first.stop('SIGKILL'))
+  const second = spawnSync(process.execPath, [path.join(repoRoot, 'bin/agent-gateway.js'), 'serve'], {
+    cwd: repoRoot,
+    env: { PATH: process.env.PATH ?? '', DATA_DIR: dataDir, GATEWAY_PORT: '0', SCHEDULER_PORT: '0', MEMORY_PORT: '0' },
+    encoding: 'utf8',
+  })
+  t.equal(second.status, 1, 'a second process on the same DATA_DIR refuses to start')
+  t.match(second.stderr, new RegExp(`in use by process ${first.child.pid}`))
+  await first.stop('SIGKILL')
+  const third = await startCli({ dataDir })
+  t.teardown(() => third.stop('SIGKILL'))
+  t.equal((await fetch(`${third.gateway}/readyz`)).status, 200, 'the lock of a killed process is taken over')
+  t.equal(await third.stop(), 0)
+})
+
 t.test('DATABASE_URL and REDIS_URL: the same code on real Postgres and Redis', async (t) => {
   const databaseUrl = await throwawayDatabase(t)
   if (!databaseUrl) return
