@@ -40,11 +40,7 @@ import { openKeyValue } from '../src/platform/kv/index.ts'
 import { createCatalog } from '../src/catalog/catalog.ts'
 import { mountOperations } from '../src/catalog/routes.ts'
 import type { Registry } from '../src/catalog/types.ts'
-import { createPaymentGuard } from '../src/payments/guard.ts'
-import { createAgentStore } from '../src/payments/agents.ts'
-import { createAccessControl } from '../src/payments/access.ts'
-import { x402Method } from '../src/payments/x402/method.ts'
-import { createMpp } from '../src/payments/mpp/index.ts'
+import { openPayments } from '../src/payments/index.ts'
 import { recoveryBackend } from '../src/payments/x402/index.ts'
 import { memoryChain, memoryFacilitatorSigner, memoryUsdc } from '../test/helpers/memory-chain.ts'
 
@@ -110,27 +106,7 @@ async function serveOurs(): Promise<void> {
   const token = memoryUsdc()
   for (const buyer of buyers) token.mint(buyer, FUNDS)
   const chain = memoryChain(token)
-  const now = () => Date.now()
   const gatewayUrl = 'https://gw.bench'
-  // The same wiring as openPayments (which always opens a real chain: anvil or RPC).
-  const mpp = createMpp({
-    secretKey: randomBytes(32).toString('base64url'),
-    realm: 'gw.bench',
-    recipient: payTo,
-    getClient: () => {
-      throw new Error('no Tempo RPC in the benchmark')
-    },
-    store: kv,
-    now,
-  })
-  const guard = createPaymentGuard({
-    db,
-    logger,
-    methods: {
-      x402: x402Method({ chain, now }),
-      mpp: { protocol: 'mpp', challenge: (quote) => mpp.challenge(quote), verify: (credential, quote) => mpp.verify(credential, quote) },
-    },
-  })
   const registry: Registry = {
     services: [
       {
@@ -160,7 +136,9 @@ async function serveOurs(): Promise<void> {
       },
     ],
   }
-  const access = createAccessControl({ guard, agents: createAgentStore(db, systemClock), registry, payTo, gatewayUrl, logger })
+  // The production wiring, on the in-process chain model instead of anvil or an RPC.
+  const payments = await openPayments({ db, kv, logger, clock: systemClock, registry, dataDir: '', payTo, gatewayUrl, chain, reconcileEveryMs: 0 })
+  const access = payments.access
   const catalog = createCatalog(registry, { urls: { gateway: gatewayUrl, scheduler: gatewayUrl, memory: gatewayUrl }, implemented: new Set(['paidHello']) })
   const app = createHttpApp({ name: 'gateway', logger, metrics: createMetrics({ defaultMetrics: false }), bodyLimitBytes: 1 << 20 })
   app.decorateRequest('payment', null)

@@ -31,6 +31,10 @@ export interface PaymentsOptions {
   mppSecretKey?: string | undefined
   /** How often pending settlements are reconciled (0 = never; tests call reconcile themselves). */
   reconcileEveryMs?: number
+  /** A chain port to use instead of opening one (tests, benchmarks); the caller keeps ownership. */
+  chain?: ChainPort
+  /** How long an x402 settlement waits for its receipt before it is recorded as pending. */
+  settleTimeoutMs?: number
 }
 
 export interface Payments {
@@ -64,7 +68,10 @@ export async function openPayments(options: PaymentsOptions): Promise<Payments> 
   const { db, logger, clock } = options
   let devChain: DevChain | undefined
   let chain: ChainPort
-  if (options.chainRpcUrl) {
+  const ownsChain = options.chain === undefined
+  if (options.chain) {
+    chain = options.chain
+  } else if (options.chainRpcUrl) {
     chain = createRpcChain({ rpcUrl: options.chainRpcUrl, privateKey: options.settlerPrivateKey as `0x${string}`, logger })
   } else {
     devChain = await startDevChain({ dataDir: path.join(options.dataDir, 'chain'), logger })
@@ -81,7 +88,7 @@ export async function openPayments(options: PaymentsOptions): Promise<Payments> 
       now,
     })
     const mppMethod: PaymentMethod = { protocol: 'mpp', challenge: (quote) => mpp.challenge(quote), verify: (credential, quote) => mpp.verify(credential, quote) }
-    const guard = createPaymentGuard({ db, methods: { x402: x402Method({ chain, now }), mpp: mppMethod }, logger })
+    const guard = createPaymentGuard({ db, methods: { x402: x402Method({ chain, now, settleTimeoutMs: options.settleTimeoutMs }), mpp: mppMethod }, logger })
     const agents = createAgentStore(db, clock)
     const access = createAccessControl({ guard, agents, registry: options.registry, payTo: options.payTo, gatewayUrl: options.gatewayUrl, logger })
     const reconcilers = { x402: x402Reconciler(chain, now) }
@@ -102,11 +109,11 @@ export async function openPayments(options: PaymentsOptions): Promise<Payments> 
       reconcile,
       async close() {
         if (timer) clearInterval(timer)
-        await chain.close()
+        if (ownsChain) await chain.close()
       },
     }
   } catch (error) {
-    await chain.close()
+    if (ownsChain) await chain.close()
     throw error
   }
 }

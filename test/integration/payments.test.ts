@@ -30,10 +30,7 @@ import { createCatalog, type Catalog } from '../../src/catalog/catalog.ts'
 import type { PlanSpec } from '../../src/catalog/types.ts'
 import { mountOperations, type OperationHandler } from '../../src/catalog/routes.ts'
 import { openPayments, type Payments } from '../../src/payments/index.ts'
-import { createAccessControl, type AccessControl } from '../../src/payments/access.ts'
-import { createPaymentGuard } from '../../src/payments/guard.ts'
-import { x402Method, x402Reconciler } from '../../src/payments/x402/method.ts'
-import { createMpp } from '../../src/payments/mpp/index.ts'
+import type { AccessControl } from '../../src/payments/access.ts'
 import type { DevChain } from '../../src/payments/chain/index.ts'
 import { throwawayDatabase } from '../helpers/servers.ts'
 
@@ -169,7 +166,8 @@ async function suite(t: Test, db: Db): Promise<void> {
   const kv: KeyValue = await openKeyValue({ kind: 'memory' })
   const dataDir = await mkdtemp(path.join(tmpdir(), 'agw-paytest-'))
   const payTo = newAccount().address
-  const payments: Payments = await openPayments({ db, kv, logger, clock: systemClock, registry, dataDir, payTo, gatewayUrl: PUBLIC_URL, reconcileEveryMs: 0 })
+  const paymentsOptions = { db, kv, logger, clock: systemClock, registry, dataDir, payTo, gatewayUrl: PUBLIC_URL, reconcileEveryMs: 0 }
+  const payments: Payments = await openPayments(paymentsOptions)
   const chain = payments.devChain
   if (!chain) throw new Error('openPayments did not start the dev chain')
   const catalog = createCatalog(registry, { urls: { gateway: PUBLIC_URL, scheduler: 'https://scheduler.gw.test', memory: 'https://memory.gw.test' }, implemented: OPERATIONS })
@@ -312,27 +310,10 @@ async function suite(t: Test, db: Db): Promise<void> {
   })
 
   await t.test('settlement not confirmed in time → pending, then reconciled_settled exactly once', async (t) => {
-    // openPayments does not expose the settle timeout: build the same guard with a short one.
-    const now = () => Date.now()
-    const mpp = createMpp({
-      secretKey: randomBytes(32).toString('base64url'),
-      realm: new URL(PUBLIC_URL).host,
-      recipient: payTo,
-      getClient: () => {
-        throw new Error('no Tempo RPC in this test')
-      },
-      store: kv,
-      now,
-    })
-    const guard = createPaymentGuard({
-      db,
-      logger,
-      methods: {
-        x402: x402Method({ chain, now, settleTimeoutMs: 300 }),
-        mpp: { protocol: 'mpp', challenge: (quote) => mpp.challenge(quote), verify: (credential, quote) => mpp.verify(credential, quote) },
-      },
-    })
-    const access = createAccessControl({ guard, agents: payments.agents, registry, payTo, gatewayUrl: PUBLIC_URL, logger })
+    // The same payments, with a settle timeout short enough to outlast.
+    const shortTimeout = await openPayments({ ...paymentsOptions, chain, settleTimeoutMs: 300, reconcileEveryMs: 0 })
+    t.teardown(() => shortTimeout.close())
+    const access = shortTimeout.access
     const slow = await buildApp(catalog, access, handlers(chain, work))
     t.teardown(() => slow.app.close())
 
@@ -360,7 +341,7 @@ async function suite(t: Test, db: Db): Promise<void> {
     await rpc(chain.rpcUrl, 'evm_setAutomine', [true])
     automine = true
     t.equal(await payments.reconcile(), 1)
-    t.equal(await guard.reconcile({ x402: x402Reconciler(chain, now) }), 0, 'a second reconcile changes nothing')
+    t.equal(await shortTimeout.reconcile(), 0, 'a second reconcile changes nothing')
     t.same((await ledger(buyer.address)).map((r) => r.event), ['pending', 'reconciled_settled'])
     t.same((await reservations(buyer.address)).map((r) => r.state), ['settled'])
     t.same(await balances(buyer.address, payTo), [0n, (payeeBefore ?? 0n) + SONG_PRICE])
