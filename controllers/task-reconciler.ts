@@ -41,6 +41,18 @@ export interface TaskSpec {
   failedRunsHistoryLimit?: number
   /** ISO instant set by the API when a user asks for a run now. */
   triggerRequestedAt?: string
+  // What the executor needs (the API writes them; money and secrets stay in Postgres):
+  /** The scheduler API's task id (= metadata.name). */
+  taskId?: string
+  /** Paying wallet, for display (`kubectl get tasks -o wide`). */
+  owner?: string
+  runtime?: 'python' | 'node'
+  entrypoint?: string
+  source?: string
+  dependencies?: string[]
+  maxRuntimeSec?: number
+  /** Secret (owned by the Task) holding the env values; never the values themselves. */
+  envSecretRef?: { name: string }
   [extra: string]: unknown
 }
 
@@ -62,11 +74,15 @@ export interface TaskStatus {
 }
 
 export type RunPhase = 'Pending' | 'Queued' | 'Running' | 'Succeeded' | 'Failed' | 'Cancelled' | 'TimedOut' | 'Rejected'
-export type TriggerType = 'schedule' | 'trigger'
+export type TriggerType = 'schedule' | 'trigger' | 'manual' | 'webhook' | 'continuation'
 
 export interface RunSpec {
   taskRef: { name: string; uid?: string; generation?: number }
   trigger: { type: TriggerType; scheduledTime: string }
+  /** Not to be started before this instant (continuations with a delay). */
+  notBefore?: string
+  /** Tekton-style cancellation: the executor stops the attempt and the cost is settled. */
+  cancelRequested?: boolean
   [extra: string]: unknown
 }
 
@@ -74,6 +90,15 @@ export interface RunStatus {
   phase?: RunPhase
   startTime?: string
   completionTime?: string
+  exitCode?: number | null
+  durationMs?: number
+  /** Display mirror of the cost settled in Postgres (decimal micros); never the source of truth. */
+  costMicros?: string
+  /** Why the run ended as it did (Rejected: InsufficientFunds, TaskNotActive, …). */
+  reason?: string
+  message?: string
+  /** Kubernetes: the Job of the attempt. */
+  jobName?: string
   [extra: string]: unknown
 }
 
