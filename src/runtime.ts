@@ -19,6 +19,18 @@ import { createCatalog, type Catalog } from './catalog/catalog.ts'
 import type { ServiceAppDeps } from './catalog/service-app.ts'
 import { buildGatewayApp, GATEWAY_OPERATIONS } from './gateway/app.ts'
 import { buildSchedulerApp, SCHEDULER_OPERATIONS } from './scheduler/app.ts'
+import { createSchedulerService, type SchedulerService } from './scheduler/service.ts'
+import { createSchedulerSecrets, schedulerMasterKey } from './scheduler/secrets.ts'
+import { DEFAULT_RATES } from './scheduler/domain/rates.ts'
+import { createFsBlobStore } from './platform/blobs.ts'
+import { PostgresResourceStore } from '../controllers/local/postgres-store.ts'
+import { TaskController, systemClock as controllerClock } from '../controllers/controller.ts'
+import { RunController } from '../controllers/run-controller.ts'
+import { createLocalExecutor } from '../controllers/local/sandbox-executor.ts'
+import type { ResourceStore } from '../controllers/resource-store.ts'
+import type { RunResource, TaskResource } from '../controllers/task-reconciler.ts'
+import type { RunExecutor } from '../controllers/executor.ts'
+import { registerHelperRoutes, registerSiblingPublicRoutes } from './scheduler/helpers/index.ts'
 import { buildMemoryApp, MEMORY_OPERATIONS } from './memory/app.ts'
 
 export const ROLES = ['gateway', 'scheduler-api', 'controller', 'media', 'memory'] as const
@@ -36,8 +48,11 @@ export interface Running {
   db: Db
   kv: KeyValue
   catalog: Catalog
-  /** Open in roles that take payments (gateway, scheduler-api, memory). */
+  /** Open in roles that take payments or send refunds (gateway, scheduler-api, controller, memory). */
   payments: Payments | undefined
+  /** Open in the scheduler-api and controller roles. */
+  scheduler: SchedulerService | undefined
+  controllers: { tasks: TaskController; runs: RunController } | undefined
   stop(): Promise<void>
 }
 
@@ -76,7 +91,7 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
     throw error
   }
   let payments: Payments | undefined
-  const takesPayments = roles.some((role) => role === 'gateway' || role === 'scheduler-api' || role === 'memory')
+  const takesPayments = roles.some((role) => role === 'gateway' || role === 'scheduler-api' || role === 'controller' || role === 'memory')
   try {
     if (takesPayments) payments = await openPayments({
       db,
@@ -114,8 +129,69 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
 
   const planned: { name: string; port: number; app: FastifyInstance }[] = []
   const has = (role: Role) => roles.includes(role)
+
+  // Scheduler: one service over the Task/Run resources, shared by the API and the controllers.
+  let scheduler: SchedulerService | undefined
+  let controllers: Running['controllers']
+  let refundTimer: NodeJS.Timeout | undefined
+  const blobs = createFsBlobStore(config.blobDir)
+  if ((has('scheduler-api') || has('controller')) && payments) {
+    const backend = await schedulerBackend(config, db)
+    scheduler = createSchedulerService({
+      db,
+      clock: systemClock,
+      rates: DEFAULT_RATES,
+      secrets: createSchedulerSecrets(await schedulerMasterKey(db, config.schedulerSecretKey)),
+      tasks: backend.tasks,
+      runs: backend.runs,
+      namespace: config.kubeNamespace,
+      chain: payments.chain,
+      mailer,
+      logger,
+      logs: blobs,
+      publicUrl: config.publicSchedulerUrl,
+      internalUrl: config.schedulerInternalUrl,
+    })
+    if (has('controller')) {
+      const onError = (where: string, err: unknown) => logger.error({ err }, `controller: ${where}`)
+      controllers = {
+        tasks: new TaskController({ tasks: backend.tasks, runs: backend.runs, namespace: config.kubeNamespace, onError }),
+        runs: new RunController({ runs: backend.runs, ledger: scheduler, executor: backend.executor, namespace: config.kubeNamespace, maxParallel: config.sandboxMaxParallel, onError }),
+      }
+      const service = scheduler
+      refundTimer = setInterval(() => {
+        service.retryRefunds().catch((error: unknown) => logger.error({ err: error }, 'refund retry failed'))
+      }, 60_000)
+      refundTimer.unref()
+    }
+  }
   if (has('gateway') && payments) planned.push({ name: 'gateway', port: config.gatewayPort, app: buildGatewayApp({ ...deps, payments, mailer }) })
-  if (has('scheduler-api') && payments) planned.push({ name: 'scheduler', port: config.schedulerPort, app: buildSchedulerApp({ ...deps, payments }) })
+  if (has('scheduler-api') && payments && scheduler) {
+    const helperDeps = {
+      db,
+      clock: systemClock,
+      rates: DEFAULT_RATES,
+      logger,
+      blobs,
+      publicSchedulerUrl: config.publicSchedulerUrl,
+      llm: { baseUrl: config.llmBaseUrl, apiKey: config.llmApiKey },
+      marketplace: config.marketplacePayerKey ? { payerPrivateKey: config.marketplacePayerKey as `0x${string}` } : {},
+    }
+    planned.push({
+      name: 'scheduler',
+      port: config.schedulerPort,
+      app: buildSchedulerApp({
+        ...deps,
+        payments,
+        kv,
+        service: scheduler,
+        extraRoutes: (app) => {
+          registerHelperRoutes(app, helperDeps)
+          registerSiblingPublicRoutes(app, helperDeps)
+        },
+      }),
+    })
+  }
   if (has('memory') && payments) planned.push({ name: 'memory', port: config.memoryPort, app: buildMemoryApp({ ...deps, payments }) })
   // Media and controller serve no public API; on their own they still need probes and /metrics.
   const probeOnly = (name: string) => createHttpApp({ name, logger, metrics, bodyLimitBytes: config.bodyLimitBytes, readiness: deps.readiness })
@@ -124,6 +200,8 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
 
   const listeners: Listener[] = []
   const stopAll = async () => {
+    if (refundTimer) clearInterval(refundTimer)
+    if (controllers) await Promise.allSettled([controllers.tasks.stop(), controllers.runs.stop()])
     await Promise.allSettled(planned.map((entry) => entry.app.close()))
     mailer.close()
     await payments?.close()
@@ -141,8 +219,21 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
     throw error
   }
 
+  if (controllers) {
+    try {
+      await controllers.runs.start()
+      await controllers.tasks.start()
+      await scheduler?.retryRefunds()
+    } catch (error) {
+      await stopAll()
+      throw error
+    }
+  }
+
   let stopping: Promise<void> | undefined
   return {
+    scheduler,
+    controllers,
     roles: [...roles],
     listeners,
     db,
@@ -157,5 +248,20 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
       })()
       return stopping
     },
+  }
+}
+
+/** Where Task/Run resources live and how runs execute: Postgres/PGlite + bubblewrap, or Kubernetes. */
+async function schedulerBackend(config: Config, db: Db): Promise<{ tasks: ResourceStore<TaskResource>; runs: ResourceStore<RunResource>; executor: RunExecutor }> {
+  if (config.schedulerExecutor === 'kubernetes') {
+    throw new Error('SCHEDULER_EXECUTOR=kubernetes is not wired in this build yet')
+  }
+  return {
+    tasks: new PostgresResourceStore<TaskResource>(db, { kind: 'Task' }),
+    runs: new PostgresResourceStore<RunResource>(db, { kind: 'Run' }),
+    executor: createLocalExecutor({
+      ...(config.npmRegistry ? { npmRegistry: config.npmRegistry } : {}),
+      ...(config.pipIndexUrl ? { pipIndexUrl: config.pipIndexUrl } : {}),
+    }),
   }
 }

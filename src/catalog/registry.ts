@@ -9,6 +9,7 @@ import { SpeechRequest, SpeechResult } from './schemas/speech.ts'
 import { ClaimStarted, ClaimStartRequest, ClaimVerified, ClaimVerifyRequest, Guide, GuideQuery, GuideRequest, PlanIdParams, PlanPurchase, Registration } from './schemas/gateway.ts'
 import {
   Account,
+  AccountKeyCreated,
   AccountKeyRevoked,
   AccountKeys,
   AccountLedger,
@@ -698,6 +699,19 @@ const scheduler: ServiceSpec = {
       pricing: { kind: 'free' },
       schemas: { querystring: CursorQuery, response: { 200: AccountLedger, 401: problem } },
       keywords: ['ledger', 'credit', 'audit', 'grant', 'reversal'],
+    }),
+    schedulerOp({
+      operationId: 'createAccountKey',
+      method: 'POST',
+      path: '/api/v1/account/keys',
+      summary: 'Create an API key for the scheduler account of the calling wallet',
+      description:
+        'Opens the scheduler account of the wallet (once) and returns a new API key, shown once, for the key-authenticated account endpoints (GET /api/v1/account, keys, ledger). ' +
+        WALLET_HOW,
+      proof: 'wallet',
+      pricing: { kind: 'free' },
+      schemas: { response: { 201: AccountKeyCreated, 401: problem } },
+      keywords: ['api key', 'create key', 'account', 'credentials'],
     }),
     schedulerOp({
       operationId: 'revokeAccountKey',

@@ -27,7 +27,7 @@ create table scheduler_tasks (
   created_at timestamptz not null default now(),
   updated_at timestamptz not null default now(),
   deleted_at timestamptz,
-  unique (owner, idempotency_key)
+  unique (idempotency_key)
 );
 create index scheduler_tasks_owner on scheduler_tasks (owner, created_at);
 
@@ -72,7 +72,7 @@ create unique index scheduler_runs_one_in_flight on scheduler_runs (task_id) whe
 create table scheduler_ledger (
   id bigserial primary key,
   task_id text not null references scheduler_tasks (id),
-  kind text not null check (kind in ('charge', 'run_cost', 'refund', 'dust_forfeit', 'usage')),
+  kind text not null check (kind in ('charge', 'run_cost', 'refund', 'dust_forfeit', 'reversal', 'usage')),
   amount_micros int8 not null,
   run_id text,
   -- Settlement transaction of a charge; refunds get theirs in scheduler_refunds.

@@ -34,6 +34,28 @@ export interface Config {
   mppSecretKey: string | undefined
   smtpUrl: string | undefined
   mailFrom: string
+  /** Where scheduled runs execute: a local bubblewrap sandbox, or Kubernetes Jobs. */
+  schedulerExecutor: 'local' | 'kubernetes'
+  kubeNamespace: string
+  /** Base URL run sandboxes use to reach the scheduler's helper endpoint. */
+  schedulerInternalUrl: string
+  /** Key that encrypts task env at rest; unset = generated once and kept in the database. */
+  schedulerSecretKey: string | undefined
+  /** Runs executing at once per controller (local sandbox executor). */
+  sandboxMaxParallel: number
+  /** Directory of the local blob store (run logs, artifacts, sibling files). */
+  blobDir: string
+  /** OpenAI-compatible upstream of generate_text; unset = generate_text answers 503. */
+  llmBaseUrl: string | undefined
+  llmApiKey: string | undefined
+  /** Wallet that pays marketplace capabilities for call(...); unset = paid capabilities refused. */
+  marketplacePayerKey: string | undefined
+  runnerJobTemplateFile: string | undefined
+  runnerImagePython: string
+  runnerImageNode: string
+  /** Package sources for task dependencies (reached through the egress proxy). */
+  npmRegistry: string | undefined
+  pipIndexUrl: string | undefined
 }
 
 export class ConfigError extends Error {
@@ -79,6 +101,20 @@ export const configVariables: readonly Variable[] = [
   { name: 'MPP_SECRET_KEY', default: '(generated, kept in the database)', doc: 'HMAC key (≥ 32 bytes) that signs MPP challenges; share it across replicas.' },
   { name: 'SMTP_URL', default: '(unset: dev outbox)', doc: 'SMTP URL for e-mail (claims, notifications); unset = messages kept in memory and shown at GET /dev/outbox.' },
   { name: 'MAIL_FROM', default: 'agent-gateway@localhost', doc: 'From address of outgoing e-mail.' },
+  { name: 'SCHEDULER_EXECUTOR', default: 'local', doc: 'Where task runs execute: local (a bubblewrap sandbox per run) or kubernetes (a sandboxed Job per run).' },
+  { name: 'KUBE_NAMESPACE', default: 'default', doc: 'Namespace of the Task/Run resources and run Jobs (kubernetes executor).' },
+  { name: 'SCHEDULER_INTERNAL_URL', default: 'PUBLIC_SCHEDULER_URL', doc: 'Base URL run sandboxes use to reach the helper endpoint (e.g. the in-cluster Service).' },
+  { name: 'SCHEDULER_SECRET_KEY', default: '(generated, kept in the database)', doc: 'Key that encrypts task env at rest and signs log URLs; share it across replicas.' },
+  { name: 'SANDBOX_MAX_PARALLEL', default: '4', doc: 'Runs executing at once per controller process.' },
+  { name: 'BLOB_DIR', default: 'DATA_DIR/blobs', doc: 'Directory of the local blob store (run logs, artifacts, sibling files).' },
+  { name: 'LLM_BASE_URL', default: '(unset: generate_text answers 503)', doc: 'OpenAI-compatible API base (…/v1) behind the generate_text helper.' },
+  { name: 'LLM_API_KEY', default: '(unset)', doc: 'Bearer key of the LLM upstream.' },
+  { name: 'MARKETPLACE_PAYER_PRIVATE_KEY', default: '(unset: paid capabilities refused)', doc: 'Wallet that pays x402/MPP marketplace capabilities called from tasks (charged to the task budget).' },
+  { name: 'RUNNER_JOB_TEMPLATE_FILE', default: '(unset: built-in template)', doc: 'Job template (YAML) for run pods (kubernetes executor); the Helm chart mounts one.' },
+  { name: 'RUNNER_IMAGE_PYTHON', default: 'ghcr.io/agent-gateway/runner-python:0.1.0', doc: 'Runner image for python tasks (kubernetes executor).' },
+  { name: 'RUNNER_IMAGE_NODE', default: 'ghcr.io/agent-gateway/runner-node:0.1.0', doc: 'Runner image for node tasks (kubernetes executor).' },
+  { name: 'NPM_REGISTRY', default: '(unset: npm default)', doc: 'npm registry for node task dependencies.' },
+  { name: 'PIP_INDEX_URL', default: '(unset: pip default)', doc: 'Package index (PEP 503) for python task dependencies.' },
 ]
 
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
@@ -141,6 +177,15 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   const mppSecretKey = env.MPP_SECRET_KEY || undefined
   if (mppSecretKey !== undefined && Buffer.byteLength(mppSecretKey) < 32) throw new ConfigError('MPP_SECRET_KEY', 'must be at least 32 bytes')
   const linkHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host
+  const schedulerExecutor = env.SCHEDULER_EXECUTOR || 'local'
+  if (schedulerExecutor !== 'local' && schedulerExecutor !== 'kubernetes') throw new ConfigError('SCHEDULER_EXECUTOR', 'must be local or kubernetes')
+  const marketplacePayerKey = env.MARKETPLACE_PAYER_PRIVATE_KEY || undefined
+  if (marketplacePayerKey !== undefined && !/^0x[0-9a-fA-F]{64}$/.test(marketplacePayerKey)) {
+    throw new ConfigError('MARKETPLACE_PAYER_PRIVATE_KEY', 'must be a 0x-prefixed 32-byte hex private key')
+  }
+  const schedulerSecretKey = env.SCHEDULER_SECRET_KEY || undefined
+  if (schedulerSecretKey !== undefined && Buffer.byteLength(schedulerSecretKey) < 32) throw new ConfigError('SCHEDULER_SECRET_KEY', 'must be at least 32 bytes')
+  const dataDir = path.resolve(cwd, env.DATA_DIR || './.agent-gateway')
   const http = ['http:', 'https:']
   return {
     host,
@@ -149,7 +194,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     memoryPort,
     mediaPort,
     controllerPort,
-    dataDir: path.resolve(cwd, env.DATA_DIR || './.agent-gateway'),
+    dataDir,
     databaseUrl: readUrl(env, 'DATABASE_URL', ['postgres:', 'postgresql:']),
     redisUrl: readUrl(env, 'REDIS_URL', ['redis:', 'rediss:']),
     publicBaseUrl: stripSlash(readUrl(env, 'PUBLIC_BASE_URL', http) ?? `http://${linkHost}:${gatewayPort}`),
@@ -167,6 +212,20 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     mppSecretKey,
     smtpUrl: readUrl(env, 'SMTP_URL', ['smtp:', 'smtps:']),
     mailFrom: env.MAIL_FROM || 'agent-gateway@localhost',
+    schedulerExecutor,
+    kubeNamespace: env.KUBE_NAMESPACE || 'default',
+    schedulerInternalUrl: stripSlash(readUrl(env, 'SCHEDULER_INTERNAL_URL', http) ?? readUrl(env, 'PUBLIC_SCHEDULER_URL', http) ?? `http://${linkHost}:${schedulerPort}`),
+    schedulerSecretKey,
+    sandboxMaxParallel: readPositiveInt(env, 'SANDBOX_MAX_PARALLEL', 4),
+    blobDir: path.resolve(cwd, env.BLOB_DIR || path.join(dataDir, 'blobs')),
+    llmBaseUrl: readUrl(env, 'LLM_BASE_URL', http),
+    llmApiKey: env.LLM_API_KEY || undefined,
+    marketplacePayerKey,
+    runnerJobTemplateFile: env.RUNNER_JOB_TEMPLATE_FILE || undefined,
+    runnerImagePython: env.RUNNER_IMAGE_PYTHON || 'ghcr.io/agent-gateway/runner-python:0.1.0',
+    runnerImageNode: env.RUNNER_IMAGE_NODE || 'ghcr.io/agent-gateway/runner-node:0.1.0',
+    npmRegistry: readUrl(env, 'NPM_REGISTRY', http),
+    pipIndexUrl: readUrl(env, 'PIP_INDEX_URL', http),
   }
 }
 

@@ -40,6 +40,7 @@ export const errorCatalogue = {
   payment_malformed: { status: 400, title: 'Payment proof malformed' },
   unknown_service: { status: 404, title: 'Unknown service' },
   unknown_plan: { status: 404, title: 'Unknown plan' },
+  wallet_proof_required: { status: 401, title: 'Wallet proof required' },
   // scheduler (SPEC "Errors / Scheduler"); statuses are ours where SPEC says "not shown", see docs/errors.md
   API_KEY_INVALID: { status: 401, title: 'API key invalid' },
   API_KEY_NOT_FOUND: { status: 404, title: 'API key not found' },

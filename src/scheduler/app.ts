@@ -1,16 +1,90 @@
-// The {scheduler_url} application. Its free discovery operations are answered here; the task,
-// run, ledger and account operations are registered in the catalog and answer 402/501 until the
-// scheduler's routes are built on its domain (src/scheduler/domain) and controller.
-import type { FastifyInstance } from 'fastify'
+// The {scheduler_url} application: discovery, the task/run/ledger/account operations of the
+// registry (their schemas come from there), the per-run helper endpoint, the signed run-log URLs
+// and the siblings' public routes. Access per operation:
+// - payment (create, fund): validation and idempotent retries are answered BEFORE the 402, so a
+//   retried create never pays twice; the work runs between authorization and settlement, and a
+//   settlement that fails after the work reverses the charge;
+// - wallet: SIGN-IN-WITH-X (CAIP-122, one-time nonce) or a $0 x402/MPP proof; an unproven call
+//   answers 401 with the SIWX challenge at extensions["sign-in-with-x"];
+// - api-key: Authorization: Bearer agk_…; webhook: Authorization: Bearer whsec_….
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { Type } from '@sinclair/typebox'
 import { createServiceApp, type ServiceAppDeps } from '../catalog/service-app.ts'
-import type { OperationHandler } from '../catalog/routes.ts'
+import type { AccessWrapper, OperationHandler } from '../catalog/routes.ts'
+import type { CatalogOperation } from '../catalog/openapi.ts'
 import type { Payments } from '../payments/index.ts'
-import { DEFAULT_RATES, ratesView, siblingsView } from './domain/rates.ts'
+import { readCredential } from '../payments/guard.ts'
+import { createSiwxVerifier, SIWX_EXTENSION_KEY, SIWX_HEADER, WalletProofRejected, type SiwxVerifier } from '../payments/siwx.ts'
+import type { KeyValue } from '../platform/kv/index.ts'
+import { AppError } from '../platform/errors.ts'
+import { parseMicros } from '../platform/money.ts'
+import { DEFAULT_RATES, ratesView, siblingsView, type SchedulerRates } from './domain/rates.ts'
+import type { SchedulerService } from './service.ts'
 
-export const SCHEDULER_OPERATIONS = ['getSchedulerIndex', 'getSchedulerRates', 'listSiblings'] as const
+export const SCHEDULER_OPERATIONS = [
+  'getSchedulerIndex',
+  'getSchedulerRates',
+  'listSiblings',
+  'createTask',
+  'fundTask',
+  'cloneTask',
+  'updateTask',
+  'replaceTaskEnv',
+  'pauseTask',
+  'resumeTask',
+  'enableTaskWebhook',
+  'disableTaskWebhook',
+  'runTaskWebhook',
+  'getTask',
+  'runTaskNow',
+  'triggerTask',
+  'listTaskRuns',
+  'getRun',
+  'getOwnerUsage',
+  'getTaskLedger',
+  'deleteTask',
+  'getAccount',
+  'listAccountKeys',
+  'getAccountLedger',
+  'revokeAccountKey',
+  'createAccountKey',
+] as const
 
-export function buildSchedulerApp(deps: ServiceAppDeps & { payments: Payments }): FastifyInstance {
+export interface SchedulerAppDeps extends ServiceAppDeps {
+  payments: Payments
+  kv: KeyValue
+  service: SchedulerService
+  rates?: SchedulerRates
+  /** Mounts extra routes (helper endpoint, siblings' public routes) on the scheduler listener. */
+  extraRoutes?: (app: FastifyInstance) => void
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The wallet proven for an owner operation (lowercase address). */
+    owner?: string
+    /** The account of an api-key operation. */
+    account?: { id: string; owner: string }
+    schedulerPrecheck?: unknown
+  }
+}
+
+function header(request: FastifyRequest, name: string): string | undefined {
+  const value = request.headers[name]
+  return Array.isArray(value) ? value[0] : value
+}
+
+function bearer(request: FastifyRequest): string | undefined {
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header(request, 'authorization') ?? '')
+  return match?.[1]
+}
+
+export function buildSchedulerApp(deps: SchedulerAppDeps): FastifyInstance {
+  const { service, payments } = deps
+  const rates = deps.rates ?? DEFAULT_RATES
   const base = deps.catalog.urls.scheduler
+  const siwx: SiwxVerifier = createSiwxVerifier({ domain: new URL(base).host, store: deps.kv, statement: 'Sign in to the Agent Gateway scheduler as the owner of your tasks' })
+
   const index = {
     service: 'scheduler',
     version: '1.0.0',
@@ -23,13 +97,157 @@ export function buildSchedulerApp(deps: ServiceAppDeps & { payments: Payments })
       proof: entry.spec.proof,
     })),
   }
-  const rates = ratesView(DEFAULT_RATES)
-  const siblings = siblingsView(DEFAULT_RATES)
+  const ratesDocument = ratesView(rates)
+  const siblings = siblingsView(rates)
+
+  const resourceUrl = (request: FastifyRequest) => `${base}${request.url}`
+
+  /** The wallet behind an owner call: SIWX, or a single-use $0 x402/MPP proof. */
+  async function proveOwner(request: FastifyRequest, entry: CatalogOperation): Promise<string> {
+    const proof = header(request, SIWX_HEADER.toLowerCase())
+    const url = resourceUrl(request)
+    if (proof !== undefined) {
+      try {
+        return (await siwx.verify(proof, url)).address.toLowerCase()
+      } catch (error) {
+        if (!(error instanceof WalletProofRejected)) throw error
+        throw new AppError('wallet_proof_required', `The SIGN-IN-WITH-X proof was refused (${error.reason}): ${error.message}. Sign the fresh challenge and retry.`, {
+          field: 'header.sign-in-with-x',
+          extensions: { reason: error.reason, extensions: { [SIWX_EXTENSION_KEY]: await siwx.challenge(url) } },
+        })
+      }
+    }
+    if (readCredential(request.headers) !== undefined) {
+      const quote = { amountMicros: 0n, resourceUrl: url, route: `${entry.spec.method} ${entry.spec.path}`, description: entry.spec.summary, payTo: deps.payTo as `0x${string}` }
+      const authorized = await payments.guard.authorize(request.headers, quote, entry.spec.operationId)
+      if (!authorized.payment.zeroValue) {
+        await authorized.release()
+        throw new AppError('wallet_proof_required', 'Owner operations take a $0 proof (or SIGN-IN-WITH-X); nothing is charged', { field: 'header' })
+      }
+      await authorized.commit({ operationId: entry.spec.operationId })
+      return authorized.payment.payer.toLowerCase()
+    }
+    throw new AppError('wallet_proof_required', `Prove the paying wallet: sign the challenge at extensions["${SIWX_EXTENSION_KEY}"] and retry with the ${SIWX_HEADER} header (or send a $0 x402 / MPP proof)`, {
+      extensions: { extensions: { [SIWX_EXTENSION_KEY]: await siwx.challenge(url) } },
+    })
+  }
+
+  const id = (request: FastifyRequest) => (request.params as { id: string }).id
+  const owner = (request: FastifyRequest) => request.owner as string
+  const account = (request: FastifyRequest) => request.account as { id: string; owner: string }
+
   const handlers: Record<(typeof SCHEDULER_OPERATIONS)[number], OperationHandler> = {
     getSchedulerIndex: async () => index,
-    getSchedulerRates: async () => rates,
+    getSchedulerRates: async () => ratesDocument,
     listSiblings: async () => siblings,
+    createTask: async (request, reply) => {
+      const pre = request.schedulerPrecheck as { spec: Parameters<SchedulerService['createTask']>[0]['spec']; hash: string }
+      const payment = request.payment
+      if (payment === null || payment.payer === null) throw new AppError('INTERNAL', 'createTask ran without a payment')
+      const { task, undo } = await service.createTask({
+        spec: pre.spec,
+        hash: pre.hash,
+        idempotencyKey: header(request, 'idempotency-key') as string,
+        payment: { payer: payment.payer, protocol: payment.protocol, amountMicros: payment.amountMicros, replayKey: payment.replayKey },
+      })
+      payment.compensations.push(undo)
+      reply.code(201)
+      return task
+    },
+    fundTask: async (request) => {
+      const pre = request.schedulerPrecheck as { amount: bigint }
+      const payment = request.payment
+      if (payment === null || payment.payer === null) throw new AppError('INTERNAL', 'fundTask ran without a payment')
+      const { task, undo } = await service.fundTask({
+        taskId: id(request),
+        amount: pre.amount,
+        idempotencyKey: header(request, 'idempotency-key') as string,
+        payment: { payer: payment.payer, protocol: payment.protocol, amountMicros: payment.amountMicros, replayKey: payment.replayKey },
+      })
+      payment.compensations.push(undo)
+      return task
+    },
+    cloneTask: async (request) => service.cloneTask(owner(request), (request.body as { task_id: string }).task_id),
+    updateTask: async (request) => service.patchTask(id(request), owner(request), request.body),
+    replaceTaskEnv: async (request) => service.replaceEnv(id(request), owner(request), request.body as { env: unknown }),
+    pauseTask: async (request) => service.pauseTask(id(request), owner(request)),
+    resumeTask: async (request) => service.resumeTask(id(request), owner(request)),
+    enableTaskWebhook: async (request) => service.enableWebhook(id(request), owner(request)),
+    disableTaskWebhook: async (request) => service.disableWebhook(id(request), owner(request)),
+    runTaskWebhook: async (request) => service.runWebhook(id(request), bearer(request)),
+    getTask: async (request) => service.getTask(id(request), owner(request)),
+    runTaskNow: async (request) => service.runNow(id(request), owner(request)),
+    triggerTask: async (request, reply) => {
+      reply.code(202)
+      return service.triggerTask(id(request), owner(request))
+    },
+    listTaskRuns: async (request) => service.listRuns(id(request), owner(request), request.query as { cursor?: string; limit?: number }),
+    getRun: async (request) => service.getRun(id(request), owner(request)),
+    getOwnerUsage: async (request) => service.ownerUsage(owner(request)),
+    getTaskLedger: async (request) => service.taskLedger(id(request), owner(request)),
+    deleteTask: async (request) => service.deleteTask(id(request), owner(request)),
+    getAccount: async (request) => service.getAccount(account(request)),
+    listAccountKeys: async (request) => ({ keys: await service.keysOf(account(request).id) }),
+    getAccountLedger: async (request) => service.accountLedger(account(request), request.query as { cursor?: string; limit?: number }),
+    revokeAccountKey: async (request) => service.revokeKey(account(request), id(request)),
+    createAccountKey: async (request, reply) => {
+      reply.code(201)
+      return service.createKey(owner(request))
+    },
   }
-  // Paid operations (create/fund) sit behind the same payment guard as the gateway's.
-  return createServiceApp('scheduler', deps, handlers, deps.payments.access.wrap)
+
+  const headerMicros = (request: FastifyRequest): bigint | undefined => {
+    const raw = header(request, 'x-pay-amount-micros')
+    return raw === undefined ? undefined : parseMicros(raw)
+  }
+
+  const wrap: AccessWrapper = (entry, handler) => {
+    const op = entry.spec.operationId
+    if (op === 'createTask' || op === 'fundTask') {
+      const paid = payments.access.wrap(entry, handler)
+      return async function prepaid(request: FastifyRequest, reply: FastifyReply) {
+        const key = header(request, 'idempotency-key') as string
+        const pre =
+          op === 'createTask'
+            ? await service.precheckCreate(request.body, key, headerMicros(request))
+            : await service.precheckFund(id(request), request.body as { top_up_amount_micros: unknown }, key, headerMicros(request))
+        if ('existing' in pre) return pre.existing // an idempotent retry: nothing is paid again
+        request.schedulerPrecheck = pre
+        return paid(request, reply)
+      }
+    }
+    switch (entry.spec.proof) {
+      case 'wallet':
+        return async function ownerOperation(request, reply) {
+          request.owner = await proveOwner(request, entry)
+          return handler(request, reply)
+        }
+      case 'api-key':
+        return async function accountOperation(request, reply) {
+          if (header(request, SIWX_HEADER.toLowerCase()) !== undefined && bearer(request) === undefined) {
+            throw new AppError('API_KEY_INVALID', 'Account endpoints take the account API key (Authorization: Bearer agk_…); a wallet proof cannot replace it', { field: 'header.authorization' })
+          }
+          request.account = await service.accountForKey(bearer(request))
+          return handler(request, reply)
+        }
+      default:
+        return payments.access.wrap(entry, handler)
+    }
+  }
+
+  const app = createServiceApp('scheduler', deps, handlers, wrap)
+
+  const LogsParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' }) }, { additionalProperties: false })
+  const LogsQuery = Type.Object({ sig: Type.String({ minLength: 1, maxLength: 128 }) }, { additionalProperties: false })
+  app.get(
+    '/api/v1/runs/:id/logs',
+    { schema: { params: LogsParams, querystring: LogsQuery, response: { 200: Type.String() } } },
+    async (request, reply) => {
+      const text = await service.runLogs((request.params as { id: string }).id, (request.query as { sig: string }).sig)
+      reply.type('text/plain; charset=utf-8').header('cache-control', 'private, max-age=60')
+      return text
+    },
+  )
+  deps.extraRoutes?.(app)
+  return app
 }

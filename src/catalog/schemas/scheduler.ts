@@ -427,7 +427,7 @@ export const OwnerUsage = Type.Object(
   { additionalProperties: false },
 )
 
-export const LEDGER_KINDS = ['charge', 'refund', 'run_cost', 'dust_forfeit', 'usage'] as const
+export const LEDGER_KINDS = ['charge', 'refund', 'run_cost', 'dust_forfeit', 'reversal', 'usage'] as const
 
 export const TaskLedger = Type.Object(
   {
@@ -437,7 +437,7 @@ export const TaskLedger = Type.Object(
       Type.Object(
         {
           id: Type.String(),
-          kind: StringEnum(LEDGER_KINDS, { description: 'direct: charge, refund, run_cost, dust_forfeit; marketplace: usage (audit only)' }),
+          kind: StringEnum(LEDGER_KINDS, { description: 'direct: charge, refund, run_cost, dust_forfeit, reversal (a charge whose payment did not settle); marketplace: usage (audit only)' }),
           amount_micros: SignedMicrosString({ description: 'Positive into escrow, negative out of it' }),
           tx_hash: Nullable(Type.String(), { description: 'On-chain transaction hash (direct rail)' }),
           run_id: Nullable(Type.String()),
@@ -490,6 +490,17 @@ export const Account = Type.Object(
 )
 
 export const AccountKeys = Type.Object({ keys: Type.Array(AccountKey) }, { additionalProperties: false })
+
+export const AccountKeyCreated = Type.Object(
+  {
+    id: Type.String(),
+    key: Type.String({ pattern: '^agk_', description: 'The API key, shown once; send as Authorization: Bearer <key>' }),
+    prefix: Type.String(),
+    account_id: Type.String(),
+    created_at: Timestamp,
+  },
+  { additionalProperties: false },
+)
 
 export const AccountKeyRevoked = Type.Object({ id: Type.String(), revoked_at: Timestamp }, { additionalProperties: false })
 

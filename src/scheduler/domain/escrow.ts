@@ -8,6 +8,7 @@
 //     run_cost     -cost    a finalised run's actual cost
 //     refund       -rest    the remainder sent back on-chain when the task closes
 //     dust_forfeit -rest    a remainder below rates.min_refund_micros, kept instead of refunded
+//     reversal     -charge  a charge (create or top-up) whose payment did not settle after all
 //   So SUM(amount) = funded - cumulative cost while the task lives (SPEC's "max_amount minus
 //   cumulative cost", with top-ups counted in max_amount), and 0 once it is closed.
 // - A reservation is not a ledger row (it moves no money): it is the per-run ceiling held by a
@@ -25,7 +26,7 @@
 import { AppError } from '../../platform/errors.ts'
 import type { Micros } from '../../platform/money.ts'
 
-export const LEDGER_ROW_KINDS = ['charge', 'run_cost', 'refund', 'dust_forfeit'] as const
+export const LEDGER_ROW_KINDS = ['charge', 'run_cost', 'refund', 'dust_forfeit', 'reversal'] as const
 export type LedgerRowKind = (typeof LEDGER_ROW_KINDS)[number]
 
 /** A row to append (ids, timestamps and tx hashes are the adapter's). */
@@ -95,6 +96,10 @@ export function summarize(rows: readonly LedgerEntry[], reservations: readonly R
       case 'dust_forfeit':
         forfeited -= row.amount_micros
         closed = true
+        break
+      case 'reversal':
+        // A charge whose payment did not settle never became money: it leaves "funded".
+        funded += row.amount_micros
         break
     }
     if (funded - cost - refunded - forfeited < 0n) throw new LedgerCorruption('the ledger went negative')

@@ -1,0 +1,1105 @@
+// The scheduler's application service: every task operation of SPEC "Scheduler service operations"
+// and the run lifecycle the run controller drives (claim → execute → finish). It joins the pure
+// domain (validate, states, escrow, rates) to its adapters:
+// - Postgres/PGlite holds money (append-only ledger), secrets (encrypted env, hashed secrets) and
+//   run records; every money decision runs in one transaction with the task row locked FOR UPDATE,
+//   so concurrent calls on one task are serialised and a reservation is taken exactly once;
+// - the Task/Run resources (ResourceStore port) carry the scheduling truth the controllers
+//   reconcile: suspend, triggerRequestedAt, end_at, the script; Runs are created by the cron
+//   reconciler, or here for synchronous, webhook and continuation runs;
+// - the chain port sends refunds; the mailer sends completion e-mails.
+// Decisions beyond the domain modules (documented in docs/scheduler.md):
+// - Idempotency-Key is global (unique per task): look-ups happen before payment, so a retried
+//   create with the same key and body returns the task without paying twice.
+// - A task of another wallet answers 404 TASK_NOT_FOUND, as a missing one does (no enumeration).
+// - Runs lost to the service (infra_error, executor restart) are not charged.
+import { randomBytes } from 'node:crypto'
+import type { Db, Queryable } from '../platform/db/index.ts'
+import { isUniqueViolation } from '../platform/db/index.ts'
+import { AppError } from '../platform/errors.ts'
+import type { Clock } from '../platform/clock.ts'
+import type { Logger } from '../platform/logger.ts'
+import type { Mailer } from '../platform/mailer.ts'
+import { formatUsd, type Micros } from '../platform/money.ts'
+import type { ChainPort } from '../payments/chain/types.ts'
+import { isConflict, isAlreadyExists, NotFoundError, type ResourceStore } from '../../controllers/resource-store.ts'
+import type { RunResource, TaskResource, TaskSpec as TaskResourceSpec, TriggerType } from '../../controllers/task-reconciler.ts'
+import type { ExecutionRequest, ExecutionResult } from '../../controllers/executor.ts'
+import { closeEscrow, finalizeRun, summarize, type EscrowSummary, type LedgerEntry, type Reservation } from './domain/escrow.ts'
+import type { SchedulerRates } from './domain/rates.ts'
+import { transition, initialTransition, isTerminal, type Effect, type RunOutcome, type RunTrigger, type TaskSnapshot, type TransitionFacts, type TransitionResult } from './domain/states.ts'
+import { idempotencyHash, validateCreateTask, validateEnv, validatePatch, type TaskSpec } from './domain/validate.ts'
+import { ceilingOf, RUN_FINAL_STATUSES, runSlimView, runView, serializeHint, taskView, toStoredSpec, truncateUtf8, type RunRow, type StoredSpec, type TaskRow } from './records.ts'
+import { newBearerSecret, secretHash, type SchedulerSecrets } from './secrets.ts'
+
+export const TASK_API_VERSION = 'jobs.agent-gateway.dev/v1alpha1'
+
+export interface EnvSecretsPort {
+  put(taskName: string, taskUid: string, env: Record<string, string>): Promise<void>
+}
+
+export interface LogStore {
+  put(key: string, data: Buffer, contentType: string): Promise<unknown>
+  get(key: string): Promise<{ data: Buffer; contentType: string } | undefined>
+}
+
+export interface SchedulerServiceDeps {
+  db: Db
+  clock: Clock
+  rates: SchedulerRates
+  secrets: SchedulerSecrets
+  tasks: ResourceStore<TaskResource>
+  runs: ResourceStore<RunResource>
+  namespace: string
+  chain: Pick<ChainPort, 'transfer'>
+  mailer: Mailer
+  logger: Logger
+  logs: LogStore
+  /** Public base of the scheduler ({scheduler_url}). */
+  publicUrl: string
+  /** Base URL run sandboxes use to reach the helper endpoint (defaults to publicUrl). */
+  internalUrl?: string
+  envSecrets?: EnvSecretsPort
+  /** How long a synchronous run may wait beyond its own caps (default 60 s). */
+  syncSlackMs?: number
+}
+
+/** What a paid create/fund learned from the payment guard. */
+export interface PaymentFacts {
+  payer: string
+  protocol: string
+  amountMicros: Micros
+  replayKey: string | null
+}
+
+export type RunClaim =
+  | { kind: 'claimed'; run: RunRow }
+  | { kind: 'skipped'; reason: string; message: string }
+  /** Leave the Run pending and look again later (trigger/continuation behind an in-flight run). */
+  | { kind: 'deferred' }
+
+const IN_FLIGHT = ['claimed', 'running'] as const
+const lower = (address: string) => address.toLowerCase()
+
+function newId(prefix: string): string {
+  // Lowercase base32-ish: a DNS-1123 label, so it doubles as the Task/Run resource name.
+  const alphabet = 'abcdefghijklmnopqrstuvwxyz234567'
+  const bytes = randomBytes(16)
+  let out = prefix
+  for (const byte of bytes) out += alphabet[byte & 31]
+  return out
+}
+
+export function createSchedulerService(deps: SchedulerServiceDeps) {
+  const { db, clock, rates, secrets, tasks, runs, namespace, logger } = deps
+  const internalUrl = deps.internalUrl ?? deps.publicUrl
+  const outputCap = rates.hard_caps.max_output_bytes_in_run
+
+  // ------------------------------------------------------------------ loading
+
+  async function loadTask(q: Queryable, id: string, lock = false): Promise<TaskRow | undefined> {
+    const rows = await q.query<TaskRow>(`select * from scheduler_tasks where id = $1${lock ? ' for update' : ''}`, [id])
+    return rows[0]
+  }
+
+  async function ownedTask(q: Queryable, id: string, owner: string, lock = false): Promise<TaskRow> {
+    const task = await loadTask(q, id, lock)
+    if (task === undefined || task.owner !== lower(owner)) throw new AppError('TASK_NOT_FOUND', `No task ${id} belongs to this wallet`, { field: 'path.id' })
+    return task
+  }
+
+  async function escrowOf(q: Queryable, taskId: string): Promise<{ rows: LedgerEntry[]; reservations: Reservation[]; summary: EscrowSummary }> {
+    const rows = (
+      await q.query<{ kind: LedgerEntry['kind']; amount_micros: bigint; run_id: string | null }>(
+        `select kind, amount_micros, run_id from scheduler_ledger where task_id = $1 and kind <> 'usage' order by id`,
+        [taskId],
+      )
+    ).map((row) => ({ kind: row.kind, amount_micros: row.amount_micros, run_id: row.run_id }))
+    const reservations = (
+      await q.query<{ id: string; reserved_micros: bigint }>(
+        `select id, reserved_micros from scheduler_runs where task_id = $1 and status in ('claimed', 'running') and reserved_micros > 0`,
+        [taskId],
+      )
+    ).map((row) => ({ run_id: row.id, amount_micros: row.reserved_micros }))
+    return { rows, reservations, summary: summarize(rows, reservations) }
+  }
+
+  async function runInFlight(q: Queryable, taskId: string): Promise<boolean> {
+    const rows = await q.query(`select 1 from scheduler_runs where task_id = $1 and status in ('claimed', 'running') limit 1`, [taskId])
+    return rows.length > 0
+  }
+
+  function snapshot(task: TaskRow): TaskSnapshot {
+    return { id: task.id, status: task.status, rail: task.rail, scheduled: task.spec.schedule !== null, end_at: task.spec.end_at }
+  }
+
+  async function factsOf(q: Queryable, task: TaskRow): Promise<TransitionFacts & { escrow: EscrowSummary }> {
+    const { summary } = await escrowOf(q, task.id)
+    return {
+      now: clock.now(),
+      ceiling_micros: ceilingOf(task.spec, rates),
+      available_micros: summary.available_micros,
+      run_in_flight: await runInFlight(q, task.id),
+      escrow: summary,
+    }
+  }
+
+  // ------------------------------------------------------------------ effects
+
+  /** What to do after the transaction commits. */
+  interface AfterCommit {
+    syncSuspend?: boolean
+    triggerAt?: Date
+    deleteResource?: boolean
+    refund?: boolean
+    cancelRun?: boolean
+    reject?: AppError
+  }
+
+  /** Applies a transition's effects inside the transaction; returns the post-commit work. */
+  async function applyTransition(tx: Queryable, task: TaskRow, result: TransitionResult, facts: TransitionFacts): Promise<AfterCommit> {
+    const after: AfterCommit = {}
+    let hint: unknown = task.recovery_hint
+    for (const effect of result.effects as Effect[]) {
+      switch (effect.type) {
+        case 'set_recovery_hint':
+          hint = serializeHint(effect.hint)
+          break
+        case 'clear_recovery_hint':
+          hint = null
+          break
+        case 'queue_run':
+          after.triggerAt = facts.now
+          break
+        case 'record_top_up':
+          break // the caller appends the charge row with its payment facts
+        case 'cancel_in_flight_run':
+          after.cancelRun = true
+          break
+        case 'close_escrow':
+          if (effect.when === 'now') {
+            const { rows, reservations } = await escrowOf(tx, task.id)
+            const closing = closeEscrow(rows, reservations, { rail: task.rail, minRefundMicros: rates.min_refund_micros })
+            for (const entry of closing) {
+              await tx.query(`insert into scheduler_ledger (task_id, kind, amount_micros, run_id) values ($1, $2, $3, $4)`, [task.id, entry.kind, entry.amount_micros, null])
+              if (entry.kind === 'refund') {
+                await tx.query(
+                  `insert into scheduler_refunds (task_id, to_address, amount_micros, state) values ($1, $2, $3, 'pending') on conflict (task_id) do nothing`,
+                  [task.id, task.owner, -entry.amount_micros],
+                )
+                after.refund = true
+              }
+            }
+          }
+          break
+        case 'reject':
+          after.reject = effect.error
+          break
+        default:
+          break // schedule_next / clear_next_run: the Task resource's suspend flag below; start/skip/defer: claim()
+      }
+    }
+    const next = result.next
+    await tx.query(
+      `update scheduler_tasks set status = $2, recovery_hint = $3, updated_at = $4, deleted_at = case when $2 = 'deleted' then coalesce(deleted_at, $4) else deleted_at end where id = $1`,
+      [task.id, next, hint === null ? null : hint, clock.now()],
+    )
+    if (next !== task.status) {
+      if (next === 'deleted' || next === 'terminated') after.deleteResource = true
+      else after.syncSuspend = next !== 'active'
+    }
+    return after
+  }
+
+  /** Replaces the Task resource's spec with `change` applied, retrying on resourceVersion conflicts. */
+  async function updateTaskResource(taskId: string, change: (spec: TaskResourceSpec) => TaskResourceSpec): Promise<void> {
+    for (let attempt = 0; attempt < 5; attempt += 1) {
+      const current = await tasks.get(namespace, taskId)
+      if (current === undefined) return
+      try {
+        await tasks.replaceSpec({ ...current, spec: change(current.spec) })
+        return
+      } catch (error) {
+        if (!isConflict(error)) throw error
+      }
+    }
+    throw new AppError('INTERNAL', `Task resource ${taskId} kept changing; try again`)
+  }
+
+  async function runAfterCommit(task: TaskRow, after: AfterCommit): Promise<void> {
+    if (after.deleteResource) {
+      try {
+        await tasks.delete(namespace, task.id)
+      } catch (error) {
+        if (!(error instanceof NotFoundError)) throw error
+      }
+    } else if (after.syncSuspend !== undefined) {
+      const suspend = after.syncSuspend
+      await updateTaskResource(task.id, (spec) => ({ ...spec, suspend }))
+    }
+    if (after.triggerAt !== undefined) {
+      const at = after.triggerAt.toISOString()
+      await updateTaskResource(task.id, (spec) => ({ ...spec, triggerRequestedAt: at }))
+    }
+    if (after.refund) await sendRefund(task.id)
+    if (after.reject) throw after.reject
+  }
+
+  /** Sends a pending refund on-chain once; records the outcome. A 'sending' row is never re-sent. */
+  async function sendRefund(taskId: string): Promise<void> {
+    const claimed = await db.query<{ to_address: string; amount_micros: bigint }>(
+      `update scheduler_refunds set state = 'sending', attempts = attempts + 1, updated_at = now() where task_id = $1 and state in ('pending', 'failed') returning to_address, amount_micros`,
+      [taskId],
+    )
+    const refund = claimed[0]
+    if (refund === undefined) return
+    try {
+      const result = await deps.chain.transfer(refund.to_address as `0x${string}`, refund.amount_micros)
+      if (result.status === 'confirmed') {
+        await db.query(`update scheduler_refunds set state = 'confirmed', tx_hash = $2, updated_at = now() where task_id = $1`, [taskId, result.txHash])
+      } else if (result.status === 'failed') {
+        await db.query(`update scheduler_refunds set state = 'failed', tx_hash = $2, error = $3, updated_at = now() where task_id = $1`, [taskId, result.txHash ?? null, result.reason])
+      } else {
+        // Broadcast, receipt not seen in time: keep 'sending' with the hash; never broadcast twice.
+        await db.query(`update scheduler_refunds set tx_hash = $2, error = 'receipt pending', updated_at = now() where task_id = $1`, [taskId, result.txHash])
+      }
+    } catch (error) {
+      logger.error({ err: error, taskId }, 'refund transfer failed')
+      await db.query(`update scheduler_refunds set state = 'failed', error = $2, updated_at = now() where task_id = $1`, [taskId, String((error as Error).message ?? error)])
+    }
+  }
+
+  /** Retries refunds that failed (nothing moved); called on start and periodically. */
+  async function retryRefunds(): Promise<number> {
+    const rows = await db.query<{ task_id: string }>(`select task_id from scheduler_refunds where state in ('pending', 'failed') and attempts < 10`)
+    for (const row of rows) await sendRefund(row.task_id)
+    return rows.length
+  }
+
+  async function view(q: Queryable, task: TaskRow) {
+    const { summary } = await escrowOf(q, task.id)
+    let nextRunAt: Date | null = null
+    if (task.status === 'active' && task.spec.schedule !== null) {
+      const resource = await tasks.get(namespace, task.id)
+      const trigger = resource?.spec.triggerRequestedAt
+      const handled = resource?.status?.lastTriggerHandled
+      if (trigger !== undefined && (handled === undefined || Date.parse(trigger) > Date.parse(handled))) nextRunAt = new Date(trigger)
+      else if (resource?.status?.nextRunAt) nextRunAt = new Date(resource.status.nextRunAt)
+    }
+    return taskView(task, summary, rates, nextRunAt)
+  }
+
+  function taskResource(task: { id: string; owner: string; status: string }, spec: StoredSpec): Omit<TaskResource, 'metadata'> & { metadata: { name: string; namespace: string; labels: Record<string, string> } } {
+    const resourceSpec: TaskResourceSpec = {
+      taskId: task.id,
+      owner: task.owner,
+      suspend: task.status !== 'active',
+      concurrencyPolicy: 'Forbid',
+      runtime: spec.runtime,
+      entrypoint: spec.entrypoint,
+      source: spec.source,
+      dependencies: spec.dependencies,
+      maxRuntimeSec: spec.max_runtime_sec,
+      envSecretRef: { name: `${task.id}-env` },
+    }
+    if (spec.schedule !== null) resourceSpec.schedule = { cron: spec.schedule.cron, timezone: spec.schedule.timezone }
+    if (spec.end_at !== null) resourceSpec.endAt = spec.end_at
+    return {
+      apiVersion: TASK_API_VERSION,
+      kind: 'Task',
+      metadata: { name: task.id, namespace, labels: { 'jobs.agent-gateway.dev/owner': task.owner.slice(2, 42) } },
+      spec: resourceSpec,
+    }
+  }
+
+  // ------------------------------------------------------------------ create / fund
+
+  /**
+   * Before payment: validates the body and headers, and answers an idempotent retry. Returns the
+   * validated spec to create, or the existing task's view.
+   */
+  async function precheckCreate(body: unknown, idempotencyKey: string, headerAmount: Micros | undefined): Promise<{ spec: TaskSpec; hash: string } | { existing: Record<string, unknown> }> {
+    const spec = validateCreateTask(body, { now: clock.now(), rates })
+    const hash = idempotencyHash(spec)
+    const prior = (await db.query<TaskRow>(`select * from scheduler_tasks where idempotency_key = $1`, [idempotencyKey]))[0]
+    if (prior !== undefined) {
+      if (prior.request_hash !== hash) {
+        throw new AppError('IDEMPOTENCY_CONFLICT', 'This Idempotency-Key was used with another body; use a new key for a new task', { field: 'header.idempotency-key' })
+      }
+      return { existing: await view(db, prior) }
+    }
+    if (headerAmount === undefined) {
+      throw new AppError('VALIDATION_ERROR', 'X-Pay-Amount-Micros is required on the direct rail and must equal max_amount_usdc_micros', { field: 'header.x-pay-amount-micros' })
+    }
+    if (headerAmount !== spec.max_amount_usdc_micros) {
+      throw new AppError('VALIDATION_ERROR', `X-Pay-Amount-Micros (${headerAmount}) must equal max_amount_usdc_micros (${spec.max_amount_usdc_micros})`, {
+        field: 'header.x-pay-amount-micros',
+      })
+    }
+    return { spec, hash }
+  }
+
+  /** After authorization, before settlement: creates the task. Returns it and an undo for a failed settlement. */
+  async function createTask(input: { spec: TaskSpec; hash: string; idempotencyKey: string; payment: PaymentFacts }): Promise<{ task: Record<string, unknown>; undo: () => Promise<void> }> {
+    const { spec, payment } = input
+    const id = newId('t')
+    const owner = lower(payment.payer)
+    const stored = toStoredSpec(spec)
+    const ceiling = ceilingOf(stored, rates)
+    const initial = initialTransition({ id, rail: 'direct', scheduled: spec.schedule !== null, end_at: spec.end_at }, { ceiling_micros: ceiling, available_micros: spec.max_amount_usdc_micros })
+    // The resource first: if the database write fails we delete it; the reverse order could leave
+    // a paid task that never runs.
+    const resource = await tasks.create(taskResource({ id, owner, status: initial.next }, stored))
+    const now = clock.now()
+    try {
+      await db.transaction(async (tx) => {
+        await tx.query(
+          `insert into scheduler_tasks (id, owner, rail, status, spec, env_ciphertext, env_keys, idempotency_key, request_hash, payment_protocol, payment_channel, recovery_hint, created_at, updated_at)
+           values ($1, $2, 'direct', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)`,
+          [
+            id,
+            owner,
+            initial.next,
+            stored,
+            Object.keys(spec.env).length > 0 ? secrets.encryptEnv(id, spec.env) : null,
+            Object.keys(spec.env).sort(),
+            input.idempotencyKey,
+            input.hash,
+            payment.protocol,
+            `${payment.protocol}:${owner}`,
+            null,
+            now,
+          ],
+        )
+        await tx.query(`insert into scheduler_ledger (task_id, kind, amount_micros, replay_key) values ($1, 'charge', $2, $3)`, [id, spec.max_amount_usdc_micros, payment.replayKey])
+        const task = (await loadTask(tx, id, true)) as TaskRow
+        await applyTransition(tx, task, { next: initial.next, effects: initial.effects }, { now, ceiling_micros: ceiling, available_micros: spec.max_amount_usdc_micros, run_in_flight: false })
+      })
+    } catch (error) {
+      await tasks.delete(namespace, id).catch(() => {})
+      if (isUniqueViolation(error)) throw new AppError('IDEMPOTENCY_CONFLICT', 'A concurrent create used this Idempotency-Key; retry to get its task', { field: 'header.idempotency-key' })
+      throw error
+    }
+    if (deps.envSecrets && Object.keys(spec.env).length > 0) await deps.envSecrets.put(id, resource.metadata.uid, spec.env)
+    const task = (await loadTask(db, id)) as TaskRow
+    return {
+      task: await view(db, task),
+      undo: async () => {
+        // The payment did not settle: the charge never became money. Reverse it and close the task.
+        await db.transaction(async (tx) => {
+          await tx.query(`insert into scheduler_ledger (task_id, kind, amount_micros) values ($1, 'reversal', $2)`, [id, -spec.max_amount_usdc_micros])
+          await tx.query(`update scheduler_tasks set status = 'deleted', deleted_at = $2, updated_at = $2 where id = $1`, [id, clock.now()])
+        })
+        await tasks.delete(namespace, id).catch(() => {})
+      },
+    }
+  }
+
+  async function precheckFund(taskId: string, body: { top_up_amount_micros: unknown }, idempotencyKey: string, headerAmount: Micros | undefined): Promise<{ amount: Micros } | { existing: Record<string, unknown> }> {
+    const task = await loadTask(db, taskId)
+    if (task === undefined) throw new AppError('TASK_NOT_FOUND', `No task ${taskId}`, { field: 'path.id' })
+    const amount = BigInt(String(body.top_up_amount_micros))
+    const prior = (await db.query<{ amount_micros: bigint }>(`select amount_micros from scheduler_fundings where task_id = $1 and idempotency_key = $2`, [taskId, idempotencyKey]))[0]
+    if (prior !== undefined) {
+      if (prior.amount_micros !== amount) throw new AppError('IDEMPOTENCY_CONFLICT', 'This Idempotency-Key funded another amount', { field: 'header.idempotency-key' })
+      return { existing: await view(db, task) }
+    }
+    if (headerAmount !== amount) {
+      throw new AppError('VALIDATION_ERROR', `X-Pay-Amount-Micros (${headerAmount ?? 'missing'}) must equal top_up_amount_micros (${amount})`, { field: 'header.x-pay-amount-micros' })
+    }
+    // Refuse before payment what the state machine would refuse after it.
+    transition(snapshot(task), { type: 'fund', amount_micros: amount }, await factsOf(db, task))
+    return { amount }
+  }
+
+  async function fundTask(input: { taskId: string; amount: Micros; idempotencyKey: string; payment: PaymentFacts }): Promise<{ task: Record<string, unknown>; undo: () => Promise<void> }> {
+    const { taskId, amount, payment } = input
+    let task!: TaskRow
+    const after = await db.transaction(async (tx) => {
+      task = (await loadTask(tx, taskId, true)) as TaskRow
+      if (task.payment_channel !== null && task.payment_channel !== `${payment.protocol}:${lower(payment.payer)}`) {
+        throw new AppError('CHANNEL_MISMATCH', `Fund through the channel that created the task (${task.payment_channel}); this payment came from ${payment.protocol}:${lower(payment.payer)}`, {
+          extensions: { expected_channel: task.payment_channel },
+        })
+      }
+      const facts = await factsOf(tx, task)
+      const result = transition(snapshot(task), { type: 'fund', amount_micros: amount }, facts)
+      await tx.query(`insert into scheduler_fundings (task_id, idempotency_key, amount_micros) values ($1, $2, $3)`, [taskId, input.idempotencyKey, amount])
+      await tx.query(`insert into scheduler_ledger (task_id, kind, amount_micros, replay_key) values ($1, 'charge', $2, $3)`, [taskId, amount, payment.replayKey])
+      return applyTransition(tx, task, result, facts)
+    })
+    await runAfterCommit(task, after)
+    const fresh = (await loadTask(db, taskId)) as TaskRow
+    return {
+      task: await view(db, fresh),
+      undo: async () => {
+        // Settlement failed: the top-up never arrived, so its charge is reversed. The next dispatch
+        // pauses the task for funds again if the top-up is what kept it active.
+        await db.query(`insert into scheduler_ledger (task_id, kind, amount_micros) values ($1, 'reversal', $2)`, [taskId, -amount])
+        await db.query(`delete from scheduler_fundings where task_id = $1 and idempotency_key = $2`, [taskId, input.idempotencyKey])
+      },
+    }
+  }
+
+  // ------------------------------------------------------------------ owner operations
+
+  async function getTask(taskId: string, owner: string) {
+    return view(db, await ownedTask(db, taskId, owner))
+  }
+
+  async function event(taskId: string, owner: string, make: (task: TaskRow) => Parameters<typeof transition>[1]) {
+    let task!: TaskRow
+    const after = await db.transaction(async (tx) => {
+      task = await ownedTask(tx, taskId, owner, true)
+      const facts = await factsOf(tx, task)
+      return applyTransition(tx, task, transition(snapshot(task), make(task), facts), facts)
+    })
+    await runAfterCommit(task, after)
+    return view(db, (await loadTask(db, taskId)) as TaskRow)
+  }
+
+  const pauseTask = (taskId: string, owner: string) => event(taskId, owner, () => ({ type: 'pause' }))
+  const resumeTask = (taskId: string, owner: string) => event(taskId, owner, () => ({ type: 'resume' }))
+
+  async function triggerTask(taskId: string, owner: string) {
+    const task = await ownedTask(db, taskId, owner)
+    const queued = task.status === 'active'
+    const fresh = await event(taskId, owner, () => ({ type: 'trigger' }))
+    return { task_id: taskId, queued, status: fresh.status, next_run_at: queued ? clock.now().toISOString() : (fresh.next_run_at as string | null) }
+  }
+
+  async function patchTask(taskId: string, owner: string, body: unknown) {
+    const task = await ownedTask(db, taskId, owner)
+    const patch = validatePatch(
+      {
+        status: task.status,
+        schedule: task.spec.schedule,
+        max_runtime_sec: task.spec.max_runtime_sec,
+        max_sibling_calls: task.spec.max_sibling_calls,
+        tool_list: task.spec.tool_list,
+        max_sibling_spend_micros: task.spec.max_sibling_spend_micros === null ? null : BigInt(task.spec.max_sibling_spend_micros),
+      },
+      body,
+      { now: clock.now(), runInFlight: await runInFlight(db, taskId), rates },
+    )
+    const spec: StoredSpec = { ...task.spec }
+    if (patch.notify_email !== undefined) spec.notify_email = patch.notify_email
+    if (patch.end_at !== undefined) spec.end_at = patch.end_at
+    if (patch.tool_list !== undefined) spec.tool_list = patch.tool_list
+    if (patch.max_sibling_spend_micros !== undefined) spec.max_sibling_spend_micros = patch.max_sibling_spend_micros.toString()
+    if (patch.max_runtime_sec !== undefined) spec.max_runtime_sec = patch.max_runtime_sec
+    await db.transaction(async (tx) => {
+      await ownedTask(tx, taskId, owner, true)
+      if (patch.max_runtime_sec !== undefined && (await runInFlight(tx, taskId))) {
+        throw new AppError('RUN_IN_FLIGHT', 'max_runtime_sec cannot change while a run is claimed or running', { field: 'body.max_runtime_sec' })
+      }
+      await tx.query(`update scheduler_tasks set spec = $2, updated_at = $3 where id = $1`, [taskId, spec, clock.now()])
+    })
+    if (patch.end_at !== undefined || patch.max_runtime_sec !== undefined) {
+      await updateTaskResource(taskId, (current) => {
+        const next: TaskResourceSpec = { ...current, maxRuntimeSec: spec.max_runtime_sec }
+        if (spec.end_at === null) delete next.endAt
+        else next.endAt = spec.end_at
+        return next
+      })
+    }
+    return view(db, (await loadTask(db, taskId)) as TaskRow)
+  }
+
+  async function replaceEnv(taskId: string, owner: string, body: { env: unknown }) {
+    const env = validateEnv(body.env, rates)
+    const task = await ownedTask(db, taskId, owner)
+    if (isTerminal(task.status)) transition(snapshot(task), { type: 'pause' }, await factsOf(db, task)) // throws the terminal state's error
+    const keys = Object.keys(env).sort()
+    const now = clock.now()
+    await db.query(`update scheduler_tasks set env_ciphertext = $2, env_keys = $3, updated_at = $4 where id = $1`, [
+      taskId,
+      keys.length > 0 ? secrets.encryptEnv(taskId, env) : null,
+      keys,
+      now,
+    ])
+    if (deps.envSecrets) {
+      const resource = await tasks.get(namespace, taskId)
+      if (resource) await deps.envSecrets.put(taskId, resource.metadata.uid, env)
+    }
+    return { task_id: taskId, env_keys: keys, updated_at: now.toISOString() }
+  }
+
+  async function cloneTask(owner: string, sourceId: string) {
+    const task = await ownedTask(db, sourceId, owner)
+    const { spec } = task
+    const out: Record<string, unknown> = {
+      runtime: spec.runtime,
+      source: spec.source,
+      entrypoint: spec.entrypoint,
+      max_runtime_sec: spec.max_runtime_sec,
+      max_sibling_calls: spec.max_sibling_calls,
+      max_amount_usdc_micros: Number(spec.max_amount_usdc_micros),
+    }
+    if (spec.schedule !== null) {
+      const { cron, timezone, every, at, dayOfWeek } = spec.schedule
+      out.schedule = every === undefined ? { cron, timezone } : { every, ...(at ? { at } : {}), ...(dayOfWeek ? { dayOfWeek } : {}), timezone, cron }
+    }
+    if (spec.tool_list !== null) out.tool_list = spec.tool_list
+    if (spec.max_sibling_spend_micros !== null) out.max_sibling_spend_micros = spec.max_sibling_spend_micros
+    if (spec.dependencies.length > 0) out.dependencies = spec.dependencies
+    if (task.env_keys.length > 0) out.env = Object.fromEntries(task.env_keys.map((key) => [key, '***']))
+    if (spec.notify_email !== null) out.notify_email = spec.notify_email
+    if (spec.end_at !== null && Date.parse(spec.end_at) > clock.nowMs()) out.end_at = spec.end_at
+    if (spec.llm !== null) out.llm = spec.llm.max_cost_usdc_micros_per_run === null ? { profile: spec.llm.profile } : { ...spec.llm }
+    if (spec.artifacts.enabled) out.artifacts = { enabled: true }
+    return { source_task_id: sourceId, spec: out }
+  }
+
+  async function enableWebhook(taskId: string, owner: string) {
+    const task = await ownedTask(db, taskId, owner)
+    if (isTerminal(task.status)) transition(snapshot(task), { type: 'pause' }, await factsOf(db, task))
+    const secret = newBearerSecret('whsec_')
+    const now = clock.now()
+    await db.query(`update scheduler_tasks set webhook_secret_hash = $2, webhook_rotated_at = $3, updated_at = $3 where id = $1`, [taskId, secretHash(secret), now])
+    return { task_id: taskId, secret, webhook_url: `${deps.publicUrl}/api/v1/tasks/${taskId}/webhook`, created_at: now.toISOString() }
+  }
+
+  async function disableWebhook(taskId: string, owner: string) {
+    await ownedTask(db, taskId, owner)
+    await db.query(`update scheduler_tasks set webhook_secret_hash = null, updated_at = $2 where id = $1`, [taskId, clock.now()])
+    return { task_id: taskId, webhook_enabled: false as const }
+  }
+
+  async function deleteTask(taskId: string, owner: string) {
+    let task!: TaskRow
+    const after = await db.transaction(async (tx) => {
+      task = await ownedTask(tx, taskId, owner, true)
+      const facts = await factsOf(tx, task)
+      return applyTransition(tx, task, transition(snapshot(task), { type: 'delete' }, facts), facts)
+    })
+    await runAfterCommit(task, after)
+    const fresh = (await loadTask(db, taskId)) as TaskRow
+    const refund = (await db.query<{ amount_micros: bigint; tx_hash: string | null }>(`select amount_micros, tx_hash from scheduler_refunds where task_id = $1`, [taskId]))[0]
+    return {
+      id: taskId,
+      status: 'deleted' as const,
+      rail: fresh.rail,
+      refunded_micros: (refund?.amount_micros ?? 0n).toString(),
+      refund_tx_hash: refund?.tx_hash ?? null,
+      deleted_at: (fresh.deleted_at ?? clock.now()).toISOString(),
+    }
+  }
+
+  // ------------------------------------------------------------------ runs: reads
+
+  function logsUrl(runId: string): string {
+    return `${deps.publicUrl}/api/v1/runs/${runId}/logs?sig=${secrets.sign(`logs:${runId}`)}`
+  }
+
+  async function ownedRun(runId: string, owner: string): Promise<RunRow> {
+    const rows = await db.query<RunRow & { owner: string }>(`select r.*, t.owner from scheduler_runs r join scheduler_tasks t on t.id = r.task_id where r.id = $1`, [runId])
+    const run = rows[0]
+    if (run === undefined || run.owner !== lower(owner)) throw new AppError('not_found', `No run ${runId} of this wallet`, { field: 'path.id' })
+    return run
+  }
+
+  async function getRun(runId: string, owner: string) {
+    const run = await ownedRun(runId, owner)
+    return runView(run, logsUrl(run.id), outputCap)
+  }
+
+  async function runLogs(runId: string, signature: string): Promise<string> {
+    if (!secrets.verify(`logs:${runId}`, signature)) throw new AppError('not_found', 'Unknown log URL', { field: 'query.sig' })
+    const blob = await deps.logs.get(`runs/${runId}/output.log`)
+    if (blob !== undefined) return blob.data.toString('utf8')
+    const run = (await db.query<RunRow>(`select * from scheduler_runs where id = $1`, [runId]))[0]
+    if (run === undefined) throw new AppError('not_found', `No run ${runId}`, { field: 'path.id' })
+    return `${run.stdout}${run.stderr ? `\n--- stderr ---\n${run.stderr}` : ''}`
+  }
+
+  async function listRuns(taskId: string, owner: string, query: { cursor?: string; limit?: number }) {
+    await ownedTask(db, taskId, owner)
+    const limit = query.limit ?? 20
+    let before: { at: Date; id: string } | undefined
+    if (query.cursor !== undefined) {
+      const [at, id] = Buffer.from(query.cursor, 'base64url').toString('utf8').split('|')
+      if (!at || !id || Number.isNaN(Date.parse(at))) throw new AppError('VALIDATION_ERROR', 'cursor is not one this API issued', { field: 'query.cursor' })
+      before = { at: new Date(at), id }
+    }
+    const rows = await db.query<RunRow>(
+      before === undefined
+        ? `select * from scheduler_runs where task_id = $1 order by created_at desc, id desc limit $2`
+        : `select * from scheduler_runs where task_id = $1 and (created_at, id) < ($3, $4) order by created_at desc, id desc limit $2`,
+      before === undefined ? [taskId, limit + 1] : [taskId, limit + 1, before.at, before.id],
+    )
+    const page = rows.slice(0, limit)
+    const last = page[page.length - 1]
+    return {
+      runs: page.map(runSlimView),
+      next_cursor: rows.length > limit && last ? Buffer.from(`${last.created_at.toISOString()}|${last.id}`).toString('base64url') : null,
+    }
+  }
+
+  async function taskLedger(taskId: string, owner: string) {
+    const task = await ownedTask(db, taskId, owner)
+    const rows = await db.query<{ id: bigint; kind: string; amount_micros: bigint; run_id: string | null; tx_hash: string | null; refund_tx: string | null; created_at: Date }>(
+      `select l.id, l.kind, l.amount_micros, l.run_id, l.tx_hash, r.tx_hash as refund_tx, l.created_at
+         from scheduler_ledger l left join scheduler_refunds r on r.task_id = l.task_id and l.kind = 'refund'
+        where l.task_id = $1 order by l.id`,
+      [taskId],
+    )
+    const sum = rows.reduce((acc, row) => acc + row.amount_micros, 0n)
+    return {
+      task_id: taskId,
+      rail: task.rail,
+      rows: rows.map((row) => ({
+        id: row.id.toString(),
+        kind: row.kind,
+        amount_micros: row.amount_micros.toString(),
+        tx_hash: row.tx_hash ?? row.refund_tx ?? null,
+        run_id: row.run_id,
+        created_at: row.created_at.toISOString(),
+      })),
+      sum_micros: sum.toString(),
+      authoritative: task.rail === 'direct',
+    }
+  }
+
+  async function ownerUsage(owner: string) {
+    const rows = await db.query<{ id: string; status: string; rail: string; runs: bigint; cost: bigint | null; balance: bigint | null; refunded: bigint | null }>(
+      `select t.id, t.status, t.rail,
+              (select count(*) from scheduler_runs r where r.task_id = t.id and r.status not in ('skipped')) as runs,
+              (select -coalesce(sum(amount_micros), 0) from scheduler_ledger l where l.task_id = t.id and l.kind = 'run_cost')::int8 as cost,
+              (select coalesce(sum(amount_micros), 0) from scheduler_ledger l where l.task_id = t.id and l.kind <> 'usage')::int8 as balance,
+              (select -coalesce(sum(amount_micros), 0) from scheduler_ledger l where l.task_id = t.id and l.kind = 'refund')::int8 as refunded
+         from scheduler_tasks t where t.owner = $1 order by t.created_at`,
+      [lower(owner)],
+    )
+    const totals = { tasks: rows.length, runs: 0, cost: 0n, balance: 0n, refunded: 0n }
+    const list = rows.map((row) => {
+      totals.runs += Number(row.runs)
+      totals.cost += row.cost ?? 0n
+      totals.balance += row.balance ?? 0n
+      totals.refunded += row.refunded ?? 0n
+      return {
+        task_id: row.id,
+        status: row.status,
+        rail: row.rail,
+        runs: Number(row.runs),
+        cumulative_cost_micros: (row.cost ?? 0n).toString(),
+        balance_micros: (row.balance ?? 0n).toString(),
+      }
+    })
+    return {
+      owner: lower(owner),
+      tasks: list,
+      totals: {
+        tasks: totals.tasks,
+        runs: totals.runs,
+        cumulative_cost_micros: totals.cost.toString(),
+        balance_micros: totals.balance.toString(),
+        refunded_micros: totals.refunded.toString(),
+      },
+    }
+  }
+
+  // ------------------------------------------------------------------ runs: lifecycle
+
+  /**
+   * Dispatch decision for one run, in one transaction: the state machine's `dispatch` event with
+   * the funding check; on start, the run row is inserted holding the per-run ceiling as its
+   * reservation. Idempotent per run id: a run already claimed is returned as claimed.
+   */
+  async function claimRun(input: { runId: string; taskId: string; trigger: RunTrigger }): Promise<RunClaim> {
+    let task: TaskRow | undefined
+    let after: AfterCommit = {}
+    let claim: RunClaim
+    try {
+      claim = await db.transaction(async (tx) => {
+        const existing = (await tx.query<RunRow>(`select * from scheduler_runs where id = $1`, [input.runId]))[0]
+        if (existing !== undefined) {
+          if (existing.status === 'skipped') return { kind: 'skipped', reason: existing.outcome ?? 'skipped', message: existing.error ?? 'skipped' } as RunClaim
+          return { kind: 'claimed', run: existing } as RunClaim
+        }
+        task = await loadTask(tx, input.taskId, true)
+        if (task === undefined) return { kind: 'skipped', reason: 'TaskNotFound', message: `task ${input.taskId} does not exist` } as RunClaim
+        const facts = await factsOf(tx, task)
+        const result = transition(snapshot(task), { type: 'dispatch', trigger: input.trigger }, facts)
+        after = await applyTransition(tx, task, result, facts)
+        const start = result.effects.find((effect) => effect.type === 'start_run')
+        const now = clock.now()
+        if (start && start.type === 'start_run') {
+          const rows = await tx.query<RunRow>(
+            `insert into scheduler_runs (id, task_id, trigger, status, reserved_micros, created_at) values ($1, $2, $3, 'claimed', $4, $5) returning *`,
+            [input.runId, task.id, input.trigger, start.reserve_micros, now],
+          )
+          return { kind: 'claimed', run: rows[0] as RunRow } as RunClaim
+        }
+        if (result.effects.some((effect) => effect.type === 'defer_run')) return { kind: 'deferred' } as RunClaim
+        const skip = result.effects.find((effect) => effect.type === 'skip_run')
+        const reason = skip && skip.type === 'skip_run' ? skip.reason : 'not_active'
+        const message =
+          reason === 'insufficient_funds'
+            ? `skipped: the escrow is below the per-run ceiling (${formatUsd(facts.ceiling_micros)} USD); the task is paused until funded`
+            : reason === 'run_in_flight'
+              ? 'skipped: another run of this task was in flight'
+              : reason === 'schedule_ended'
+                ? 'skipped: the schedule ended'
+                : `skipped: the task is ${result.next}`
+        await tx.query(
+          `insert into scheduler_runs (id, task_id, trigger, status, outcome, error, created_at, finished_at) values ($1, $2, $3, 'skipped', $4, $5, $6, $6)`,
+          [input.runId, task.id, input.trigger, reason, message, now],
+        )
+        return { kind: 'skipped', reason, message } as RunClaim
+      })
+    } catch (error) {
+      // The one-in-flight index: a concurrent claim won. Synchronous callers get their SPEC code.
+      if (isUniqueViolation(error)) {
+        if (input.trigger === 'webhook') throw new AppError('RATE_LIMIT', 'A webhook run of this task is already in flight; one at a time')
+        if (input.trigger === 'manual') throw new AppError('RUN_IN_FLIGHT', 'A run of this task is claimed or running; one run at a time')
+        return { kind: 'deferred' }
+      }
+      throw error
+    }
+    if (task !== undefined) await runAfterCommit(task, after)
+    return claim
+  }
+
+  /** The execution request of a claimed run: decrypted env, a fresh per-run helper token. */
+  async function executionRequest(runId: string, signal: AbortSignal, adopt = false): Promise<Omit<ExecutionRequest, 'namespace' | 'taskUid' | 'runUid'> | undefined> {
+    const token = newBearerSecret('run_')
+    // claimed → running exactly once: a second executor of the same run finds nothing to start.
+    const started = await db.query(
+      `update scheduler_runs set token_hash = $2, status = 'running', started_at = coalesce(started_at, $3) where id = $1 and status in ('claimed', 'running') returning id`,
+      [runId, secretHash(token), clock.now()],
+    )
+    if (started.length === 0) return undefined
+    const rows = await db.query<RunRow & { spec: StoredSpec; env_ciphertext: string | null }>(
+      `select r.*, t.spec, t.env_ciphertext from scheduler_runs r join scheduler_tasks t on t.id = r.task_id where r.id = $1`,
+      [runId],
+    )
+    const run = rows[0]
+    if (run === undefined) throw new Error(`run ${runId} was never claimed`)
+    return {
+      runName: runId,
+      taskName: run.task_id,
+      runtime: run.spec.runtime,
+      source: run.spec.source,
+      entrypoint: run.spec.entrypoint,
+      env: secrets.decryptEnv(run.task_id, run.env_ciphertext),
+      envSecretName: `${run.task_id}-env`,
+      dependencies: run.spec.dependencies,
+      maxRuntimeSec: run.spec.max_runtime_sec,
+      helper: { url: `${internalUrl}/internal/v1/runs/${runId}`, token },
+      signal,
+    }
+  }
+
+  /** What a finished attempt costs: runtime and install by the started second, helper meters, overhead. */
+  function costOf(run: RunRow, result: ExecutionResult): Micros {
+    if (result.outcome === 'infra_error') return 0n
+    const seconds = (ms: number) => BigInt(Math.ceil(Math.max(0, ms) / 1000))
+    return (
+      seconds(result.durationMs) * rates.sandbox_per_second_micros +
+      seconds(result.installDurationMs) * rates.dependency_install.per_second_micros +
+      run.sibling_spend_micros +
+      run.llm_cost_micros +
+      rates.overhead_micros
+    )
+  }
+
+  const OUTCOME_STATUS: Record<ExecutionResult['outcome'], RunRow['status']> = {
+    succeeded: 'succeeded',
+    failed: 'failed',
+    timed_out: 'timed_out',
+    cancelled: 'cancelled',
+    infra_error: 'failed',
+  }
+
+  /**
+   * Settles a finished attempt, once: the run_cost row (min(actual, reserved)), the reservation
+   * released, the run record, the task's state machine (`run_finished`), a continuation, the
+   * completion e-mail. Returns the final run row. A second call returns the same row.
+   */
+  async function finishRun(runId: string, result: ExecutionResult): Promise<{ run: RunRow; continuation?: { delaySec: number } }> {
+    let task!: TaskRow
+    let after: AfterCommit = {}
+    let continuation: { delaySec: number } | undefined
+    const run = await db.transaction(async (tx) => {
+      const current = (await tx.query<RunRow>(`select * from scheduler_runs where id = $1 for update`, [runId]))[0]
+      if (current === undefined) throw new Error(`run ${runId} was never claimed`)
+      if ((RUN_FINAL_STATUSES as readonly string[]).includes(current.status)) return current
+      task = (await loadTask(tx, current.task_id, true)) as TaskRow
+      const cost = costOf(current, result)
+      const settled = finalizeRun({ run_id: runId, amount_micros: current.reserved_micros }, cost)
+      for (const row of settled.rows) {
+        await tx.query(`insert into scheduler_ledger (task_id, kind, amount_micros, run_id) values ($1, 'run_cost', $2, $3)`, [task.id, row.amount_micros, runId])
+      }
+      if (settled.absorbed_micros > 0n) logger.warn({ runId, absorbed: settled.absorbed_micros.toString() }, 'run cost above its reservation was absorbed')
+      const cap = rates.hard_caps.max_output_bytes_in_run
+      const rows = await tx.query<RunRow>(
+        `update scheduler_runs set status = $2, reserved_micros = 0, cost_micros = $3, exit_code = $4, outcome = $5, error = $6, stdout = $7, stderr = $8,
+                stdout_bytes = $9, stderr_bytes = $10, runtime_version = $11, install_ms = $12, started_at = coalesce(started_at, $13), finished_at = $14, token_hash = null
+          where id = $1 returning *`,
+        [
+          runId,
+          OUTCOME_STATUS[result.outcome],
+          settled.charged_micros,
+          result.exitCode,
+          result.outcome,
+          result.error ?? null,
+          truncateUtf8(result.stdout, cap),
+          truncateUtf8(result.stderr, cap),
+          result.stdoutBytes,
+          result.stderrBytes,
+          result.runtimeVersion,
+          Math.round(result.installDurationMs),
+          result.startedAt,
+          result.finishedAt,
+        ],
+      )
+      const finished = rows[0] as RunRow
+      const infraFailures = result.outcome === 'infra_error' ? task.consecutive_infra_failures + 1 : 0
+      const wantsContinuation = current.continuation_delay_sec !== null && result.outcome === 'succeeded' && task.status === 'active'
+      const chain = wantsContinuation ? (current.trigger === 'continuation' ? task.consecutive_continuations : 0) + 1 : 0
+      await tx.query(`update scheduler_tasks set consecutive_infra_failures = $2, consecutive_continuations = $3 where id = $1`, [task.id, infraFailures, chain])
+      if (wantsContinuation) continuation = { delaySec: current.continuation_delay_sec as number }
+      const facts = await factsOf(tx, task)
+      const outcome: RunOutcome = result.outcome
+      after = await applyTransition(tx, task, transition(snapshot(task), { type: 'run_finished', outcome, consecutive_infra_failures: infraFailures }, facts), facts)
+      return finished
+    })
+    if (task === undefined) return { run }
+    const log = `${result.stdout}${result.stderr ? `\n--- stderr ---\n${result.stderr}` : ''}`
+    await deps.logs.put(`runs/${runId}/output.log`, Buffer.from(log), 'text/plain; charset=utf-8').catch((error: unknown) => logger.warn({ err: error, runId }, 'storing the run log failed'))
+    await runAfterCommit(task, after)
+    if (continuation) await createRunResource(task.id, 'continuation', new Date(clock.nowMs() + continuation.delaySec * 1000))
+    if (task.spec.notify_email && (run.trigger === 'schedule' || run.trigger === 'trigger' || run.trigger === 'continuation')) {
+      deps.mailer
+        .send({
+          to: task.spec.notify_email,
+          subject: `[agent-gateway] run ${run.id} of task ${task.id}: ${run.status}`,
+          text:
+            `Task ${task.id} ran (${run.trigger}) and ${run.status}${run.exit_code === null ? '' : ` with exit code ${run.exit_code}`}.\n` +
+            `Cost: ${formatUsd(run.cost_micros)} USD.\nRun: ${deps.publicUrl}/api/v1/runs/${run.id}\nLogs: ${logsUrl(run.id)}\n`,
+        })
+        .catch((error: unknown) => logger.warn({ err: error, runId }, 'completion e-mail failed'))
+    }
+    return continuation ? { run, continuation } : { run }
+  }
+
+  /** Creates a Run resource outside the cron reconciler (manual, webhook, continuation). */
+  async function createRunResource(taskId: string, trigger: TriggerType, notBefore?: Date): Promise<string> {
+    const task = await tasks.get(namespace, taskId)
+    if (task === undefined) throw new AppError('TASK_NOT_FOUND', `Task ${taskId} has no resource`)
+    const at = notBefore ?? clock.now()
+    const name = `${taskId}-${trigger[0]}${at.getTime().toString(36)}${randomBytes(2).toString('hex')}`
+    try {
+      await runs.create({
+        apiVersion: TASK_API_VERSION,
+        kind: 'Run',
+        metadata: {
+          name,
+          namespace,
+          labels: { 'jobs.agent-gateway.dev/task': taskId, 'jobs.agent-gateway.dev/trigger': trigger },
+          ownerReferences: [{ kind: 'Task', name: taskId, uid: task.metadata.uid }],
+        },
+        spec: {
+          taskRef: { name: taskId, uid: task.metadata.uid, generation: task.metadata.generation },
+          trigger: { type: trigger, scheduledTime: at.toISOString() },
+          ...(notBefore ? { notBefore: notBefore.toISOString() } : {}),
+        },
+        status: { phase: 'Pending' },
+      })
+    } catch (error) {
+      if (!isAlreadyExists(error)) throw error
+    }
+    return name
+  }
+
+  /**
+   * POST /runs and the webhook: claims synchronously (so refusals answer this request), creates the
+   * Run resource the controller executes, and waits until the run is finalised.
+   */
+  async function runSynchronously(task: TaskRow, trigger: 'manual' | 'webhook') {
+    const runId = `${task.id}-${trigger[0]}${clock.nowMs().toString(36)}${randomBytes(2).toString('hex')}`
+    const claim = await claimRun({ runId, taskId: task.id, trigger })
+    if (claim.kind !== 'claimed') {
+      const fresh = (await loadTask(db, task.id)) as TaskRow
+      transition(snapshot(fresh), { type: 'dispatch', trigger }, await factsOf(db, fresh)) // throws the state's error
+      throw new AppError('TASK_PAUSED_INSUFFICIENT_FUNDS', claim.kind === 'skipped' ? claim.message : 'The run could not start')
+    }
+    const resource = await tasks.get(namespace, task.id)
+    try {
+      await runs.create({
+        apiVersion: TASK_API_VERSION,
+        kind: 'Run',
+        metadata: {
+          name: runId,
+          namespace,
+          labels: { 'jobs.agent-gateway.dev/task': task.id, 'jobs.agent-gateway.dev/trigger': trigger },
+          ownerReferences: resource ? [{ kind: 'Task', name: task.id, uid: resource.metadata.uid }] : [],
+        },
+        spec: { taskRef: { name: task.id, ...(resource ? { uid: resource.metadata.uid } : {}) }, trigger: { type: trigger, scheduledTime: clock.now().toISOString() } },
+        status: { phase: 'Queued' },
+      })
+    } catch (error) {
+      // Nothing will execute it: release the reservation at no cost.
+      await finishRun(runId, lostResult('the run could not be handed to the controller'))
+      throw error
+    }
+    const deadline = Date.now() + (task.spec.max_runtime_sec * 1000 + task.spec.dependencies.length * rates.dependency_install.budget_sec_per_package * 1000 + (deps.syncSlackMs ?? 60_000))
+    for (;;) {
+      const run = (await db.query<RunRow>(`select * from scheduler_runs where id = $1`, [runId]))[0] as RunRow
+      if ((RUN_FINAL_STATUSES as readonly string[]).includes(run.status)) return runView(run, logsUrl(runId), outputCap)
+      if (Date.now() > deadline) throw new AppError('INTERNAL', `Run ${runId} did not finish in time; see GET /api/v1/runs/${runId}`)
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+  }
+
+  async function runNow(taskId: string, owner: string) {
+    return runSynchronously(await ownedTask(db, taskId, owner), 'manual')
+  }
+
+  async function runWebhook(taskId: string, bearer: string | undefined) {
+    const task = await loadTask(db, taskId)
+    if (task === undefined) throw new AppError('TASK_NOT_FOUND', `No task ${taskId}`, { field: 'path.id' })
+    if (bearer === undefined || task.webhook_secret_hash === null || secretHash(bearer) !== task.webhook_secret_hash) {
+      throw new AppError('API_KEY_INVALID', 'Send the webhook secret as Authorization: Bearer whsec_…; it is invalid or the webhook is disabled', {
+        field: 'header.authorization',
+      })
+    }
+    return runSynchronously(task, 'webhook')
+  }
+
+  function lostResult(reason: string): ExecutionResult {
+    const now = clock.now()
+    return { outcome: 'infra_error', exitCode: null, stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, startedAt: now, finishedAt: now, durationMs: 0, installDurationMs: 0, runtimeVersion: 'unknown', error: reason }
+  }
+
+  async function runRow(runId: string): Promise<RunRow | undefined> {
+    return (await db.query<RunRow>(`select * from scheduler_runs where id = $1`, [runId]))[0]
+  }
+
+  // ------------------------------------------------------------------ accounts and keys
+
+  async function accountOf(owner: string): Promise<{ id: string; created_at: Date; plan: string; status: string }> {
+    const id = newId('acct')
+    await db.query(`insert into scheduler_accounts (id, owner) values ($1, $2) on conflict (owner) do nothing`, [id, lower(owner)])
+    return (await db.query<{ id: string; created_at: Date; plan: string; status: string }>(`select id, created_at, plan, status from scheduler_accounts where owner = $1`, [lower(owner)]))[0]!
+  }
+
+  async function createKey(owner: string) {
+    const account = await accountOf(owner)
+    const key = newBearerSecret('agk_')
+    const id = newId('key')
+    const now = clock.now()
+    await db.query(`insert into scheduler_api_keys (id, account_id, prefix, key_hash, created_at) values ($1, $2, $3, $4, $5)`, [id, account.id, key.slice(0, 10), secretHash(key), now])
+    return { id, key, prefix: key.slice(0, 10), account_id: account.id, created_at: now.toISOString() }
+  }
+
+  /** The account of an API key; throws API_KEY_INVALID. Records last_used_at. */
+  async function accountForKey(bearer: string | undefined): Promise<{ id: string; owner: string }> {
+    if (bearer === undefined) throw new AppError('API_KEY_INVALID', 'Send the account API key as Authorization: Bearer agk_…', { field: 'header.authorization' })
+    const rows = await db.query<{ account_id: string; owner: string }>(
+      `update scheduler_api_keys k set last_used_at = $2 from scheduler_accounts a
+        where k.key_hash = $1 and k.revoked_at is null and a.id = k.account_id returning k.account_id, a.owner`,
+      [secretHash(bearer), clock.now()],
+    )
+    const row = rows[0]
+    if (row === undefined) throw new AppError('API_KEY_INVALID', 'The API key is unknown or revoked', { field: 'header.authorization' })
+    return { id: row.account_id, owner: row.owner }
+  }
+
+  async function keysOf(accountId: string) {
+    const rows = await db.query<{ id: string; prefix: string; created_at: Date; revoked_at: Date | null; last_used_at: Date | null }>(
+      `select id, prefix, created_at, revoked_at, last_used_at from scheduler_api_keys where account_id = $1 order by created_at, id`,
+      [accountId],
+    )
+    return rows.map((row) => ({ id: row.id, prefix: row.prefix, created_at: row.created_at.toISOString(), revoked_at: row.revoked_at?.toISOString() ?? null, last_used_at: row.last_used_at?.toISOString() ?? null }))
+  }
+
+  async function getAccount(account: { id: string; owner: string }) {
+    const info = (await db.query<{ created_at: Date; plan: string; status: string }>(`select created_at, plan, status from scheduler_accounts where id = $1`, [account.id]))[0]!
+    const usage = await ownerUsage(account.owner)
+    const active = await db.query<{ n: bigint }>(`select count(*)::int8 as n from scheduler_tasks where owner = $1 and status = 'active'`, [account.owner])
+    const now = clock.now()
+    const start = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1))
+    const end = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1))
+    return {
+      id: account.id,
+      plan: info.plan,
+      status: info.status,
+      period: { start: start.toISOString(), end: end.toISOString() },
+      credit_balance_micros: usage.totals.balance_micros,
+      tasks_active: Number(active[0]?.n ?? 0n),
+      runs_lifetime: usage.totals.runs,
+      keys: await keysOf(account.id),
+    }
+  }
+
+  async function revokeKey(account: { id: string }, keyId: string) {
+    const rows = await db.query<{ account_id: string; revoked_at: Date | null }>(`select account_id, revoked_at from scheduler_api_keys where id = $1`, [keyId])
+    const key = rows[0]
+    if (key === undefined || key.account_id !== account.id) throw new AppError('API_KEY_NOT_FOUND', `No key ${keyId} in this account`, { field: 'path.id' })
+    const updated = await db.query<{ revoked_at: Date }>(`update scheduler_api_keys set revoked_at = coalesce(revoked_at, $2) where id = $1 returning revoked_at`, [keyId, clock.now()])
+    return { id: keyId, revoked_at: updated[0]!.revoked_at.toISOString() }
+  }
+
+  /** Account ledger: the owner's escrow movements as grant / reversal / cost_finalize, newest first. */
+  async function accountLedger(account: { owner: string }, query: { cursor?: string; limit?: number }) {
+    const limit = query.limit ?? 20
+    let before: bigint | undefined
+    if (query.cursor !== undefined) {
+      if (!/^\d{1,19}$/.test(query.cursor)) throw new AppError('VALIDATION_ERROR', 'cursor is not one this API issued', { field: 'query.cursor' })
+      before = BigInt(query.cursor)
+    }
+    const rows = await db.query<{ id: bigint; kind: string; amount_micros: bigint; task_id: string; run_id: string | null; created_at: Date }>(
+      `select l.id, l.kind, l.amount_micros, l.task_id, l.run_id, l.created_at from scheduler_ledger l join scheduler_tasks t on t.id = l.task_id
+        where t.owner = $1 and l.kind <> 'usage' ${before === undefined ? '' : 'and l.id < $3'} order by l.id desc limit $2`,
+      before === undefined ? [account.owner, limit + 1] : [account.owner, limit + 1, before],
+    )
+    const kindOf = (kind: string) => (kind === 'charge' ? 'grant' : kind === 'run_cost' ? 'cost_finalize' : 'reversal')
+    const page = rows.slice(0, limit)
+    return {
+      rows: page.map((row) => ({ id: row.id.toString(), kind: kindOf(row.kind), amount_micros: row.amount_micros.toString(), task_id: row.task_id, run_id: row.run_id, created_at: row.created_at.toISOString() })),
+      next_cursor: rows.length > limit ? page[page.length - 1]!.id.toString() : null,
+    }
+  }
+
+  return {
+    precheckCreate,
+    createTask,
+    precheckFund,
+    fundTask,
+    getTask,
+    pauseTask,
+    resumeTask,
+    triggerTask,
+    patchTask,
+    replaceEnv,
+    cloneTask,
+    enableWebhook,
+    disableWebhook,
+    deleteTask,
+    getRun,
+    runLogs,
+    listRuns,
+    taskLedger,
+    ownerUsage,
+    runNow,
+    runWebhook,
+    claimRun,
+    executionRequest,
+    finishRun,
+    lostResult,
+    runRow,
+    retryRefunds,
+    createKey,
+    accountForKey,
+    getAccount,
+    keysOf,
+    revokeKey,
+    accountLedger,
+    /** Escrow of one task, for invariant checks. */
+    escrow: (taskId: string) => escrowOf(db, taskId),
+  }
+}
+
+export type SchedulerService = ReturnType<typeof createSchedulerService>

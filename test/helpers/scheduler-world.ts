@@ -1,0 +1,157 @@
+// A scheduler "world" for integration tests: a real database (PGlite or Postgres) with the real
+// migrations, the real ResourceStore backend, service, Task and Run controllers, on a FakeClock,
+// with a scripted executor (the sandbox is tested on its own) and a chain port that records
+// refunds. Controllers can be crashed (abandoned mid-run, like a killed process) and restarted.
+import { randomBytes } from 'node:crypto'
+import type { Db } from '../../src/platform/db/index.ts'
+import { openDb } from '../../src/platform/db/index.ts'
+import { migrate, migrationsDir } from '../../src/platform/db/migrate.ts'
+import { createLogger } from '../../src/platform/logger.ts'
+import { createMailer } from '../../src/platform/mailer.ts'
+import { DEFAULT_RATES } from '../../src/scheduler/domain/rates.ts'
+import { createSchedulerService, type SchedulerService } from '../../src/scheduler/service.ts'
+import { createSchedulerSecrets } from '../../src/scheduler/secrets.ts'
+import { PostgresResourceStore } from '../../controllers/local/postgres-store.ts'
+import { TaskController } from '../../controllers/controller.ts'
+import { RunController } from '../../controllers/run-controller.ts'
+import type { ExecutionRequest, ExecutionResult, RunExecutor } from '../../controllers/executor.ts'
+import type { RunResource, TaskResource } from '../../controllers/task-reconciler.ts'
+import { FakeClock } from './fake-clock.ts'
+
+export type ExecutorMode = 'succeed' | 'fail' | 'timeout' | 'infra' | 'hang'
+
+/** Executes nothing: answers as told, counting executions per run name. */
+export class ScriptedExecutor implements RunExecutor {
+  readonly kind = 'local' as const
+  mode: ExecutorMode = 'succeed'
+  readonly executions = new Map<string, number>()
+  readonly clock: FakeClock
+  #seed = 1
+
+  constructor(clock: FakeClock) {
+    this.clock = clock
+  }
+
+  async execute(request: ExecutionRequest): Promise<ExecutionResult> {
+    this.executions.set(request.runName, (this.executions.get(request.runName) ?? 0) + 1)
+    const mode = this.mode
+    if (mode === 'hang') return new Promise<ExecutionResult>(() => {}) // a process that dies here never answers
+    this.#seed = (this.#seed * 48271) % 2147483647
+    const limitMs = request.maxRuntimeSec * 1000
+    const durationMs = mode === 'timeout' ? limitMs + 700 : mode === 'infra' ? 0 : 1 + (this.#seed % limitMs)
+    const startedAt = this.clock.now()
+    return {
+      outcome: mode === 'succeed' ? 'succeeded' : mode === 'fail' ? 'failed' : mode === 'timeout' ? 'timed_out' : 'infra_error',
+      exitCode: mode === 'succeed' ? 0 : mode === 'fail' ? 1 : null,
+      stdout: `ran ${request.runName}\n`,
+      stderr: '',
+      stdoutBytes: 10,
+      stderrBytes: 0,
+      startedAt,
+      finishedAt: new Date(startedAt.getTime() + durationMs),
+      durationMs,
+      installDurationMs: 0,
+      runtimeVersion: 'scripted 1',
+    }
+  }
+}
+
+export interface World {
+  db: Db
+  clock: FakeClock
+  service: SchedulerService
+  executor: ScriptedExecutor
+  tasks: PostgresResourceStore<TaskResource>
+  runs: PostgresResourceStore<RunResource>
+  refunds: { to: string; amount: bigint }[]
+  controllers: { tasks: TaskController; runs: RunController }
+  /** Waits until the controllers have nothing left to do at this instant. */
+  settle(): Promise<void>
+  /** Kills the controllers without letting in-flight runs finish, then starts fresh ones. */
+  crashAndRestart(): Promise<void>
+  close(): Promise<void>
+}
+
+export async function openWorld(options: { databaseUrl?: string; start?: string } = {}): Promise<World> {
+  const db = options.databaseUrl ? await openDb({ kind: 'postgres', url: options.databaseUrl }) : await openDb({ kind: 'pglite', dataDir: 'memory://' })
+  await migrate(db, migrationsDir)
+  const clock = new FakeClock(options.start ?? '2026-11-24T10:00:30Z')
+  const logger = createLogger('silent')
+  const tasks = new PostgresResourceStore<TaskResource>(db, { kind: 'Task', now: () => clock.now(), pollMs: 20 })
+  const runs = new PostgresResourceStore<RunResource>(db, { kind: 'Run', now: () => clock.now(), pollMs: 20 })
+  const refunds: { to: string; amount: bigint }[] = []
+  const blobs = new Map<string, { data: Buffer; contentType: string }>()
+  const executor = new ScriptedExecutor(clock)
+  const service = createSchedulerService({
+    db,
+    clock,
+    rates: DEFAULT_RATES,
+    secrets: createSchedulerSecrets(randomBytes(32)),
+    tasks,
+    runs,
+    namespace: 'default',
+    chain: {
+      async transfer(to, amount) {
+        refunds.push({ to, amount })
+        return { status: 'confirmed', txHash: `0x${randomBytes(32).toString('hex')}`, blockNumber: 1n }
+      },
+    },
+    mailer: createMailer({ from: 'test@localhost' }),
+    logger,
+    logs: {
+      put: async (key, data, contentType) => void blobs.set(key, { data, contentType }),
+      get: async (key) => blobs.get(key),
+    },
+    publicUrl: 'http://scheduler.test',
+    syncSlackMs: 5_000,
+  })
+  const make = () => ({
+    tasks: new TaskController({ tasks, runs, clock, namespace: 'default' }),
+    runs: new RunController({ runs, ledger: service, executor, namespace: 'default', clock, maxParallel: 8 }),
+  })
+  let controllers = make()
+  await controllers.runs.start()
+  await controllers.tasks.start()
+
+  const snapshot = () => JSON.stringify([controllers.tasks.stats, controllers.runs.stats, controllers.runs.executing])
+  const world: World = {
+    db,
+    clock,
+    service,
+    executor,
+    tasks,
+    runs,
+    refunds,
+    get controllers() {
+      return controllers
+    },
+    async settle() {
+      let last = ''
+      for (let round = 0; round < 200; round += 1) {
+        await controllers.tasks.idle()
+        if (executor.mode !== 'hang') await controllers.runs.idle()
+        await new Promise((resolve) => setTimeout(resolve, 60))
+        const now = snapshot()
+        if (now === last) return
+        last = now
+      }
+      throw new Error('the controllers did not settle')
+    },
+    async crashAndRestart() {
+      // A dead process finishes nothing: stop the old controllers without waiting for their runs.
+      void controllers.runs.stop()
+      await controllers.tasks.stop()
+      executor.mode = 'succeed'
+      controllers = make()
+      await controllers.runs.start()
+      await controllers.tasks.start()
+    },
+    async close() {
+      executor.mode = 'succeed'
+      void controllers.runs.stop()
+      await controllers.tasks.stop()
+      await db.close()
+    },
+  }
+  return world
+}
