@@ -1,0 +1,59 @@
+# syntax=docker/dockerfile:1
+# The service image: every role of the one binary (`agent-gateway <role>`, see --help).
+#
+#   docker build -t ghcr.io/agent-gateway/agent-gateway:0.1.0 \
+#     --build-arg VERSION=0.1.0 --build-arg REVISION=$(git rev-parse HEAD) .
+#
+# Node runs the TypeScript sources directly (type stripping), so there is no compile step: the
+# image is the production dependencies plus the source tree. The task sandbox images are in
+# runner-image/ (python, node).
+
+ARG NODE_IMAGE=node:24-bookworm-slim
+
+# ---- production dependencies -------------------------------------------------------------
+FROM ${NODE_IMAGE} AS deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+# `npm install`, not `npm ci`: @foundry-rs/anvil lists optional platform packages (darwin, arm64,
+# win32) that the project's registry does not serve, so the lock cannot hold them and `npm ci`
+# refuses it (see .ci/run). --omit=dev drops tap, typescript and the `node` devDependency.
+RUN --mount=type=cache,target=/root/.npm \
+    npm install --omit=dev --no-audit --no-fund --no-update-notifier \
+ && rm -rf node_modules/.cache
+
+# ---- runtime -----------------------------------------------------------------------------
+FROM ${NODE_IMAGE} AS runtime
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="agent-gateway" \
+      org.opencontainers.image.description="Pay-per-request gateway, Kubernetes job runner and memory service for AI agents (x402 + MPP)" \
+      org.opencontainers.image.source="https://github.com/agent-gateway/agent-gateway" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
+
+# A fixed non-root uid/gid (the chart's securityContext uses 10001); files stay root-owned and
+# read-only to it. DATA_DIR is the only place it writes (an emptyDir or volume in Kubernetes).
+RUN groupadd --system --gid 10001 agw \
+ && useradd --system --uid 10001 --gid 10001 --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin agw \
+ && mkdir -p /var/lib/agent-gateway \
+ && chown 10001:10001 /var/lib/agent-gateway
+
+ENV NODE_ENV=production \
+    HOST=0.0.0.0 \
+    DATA_DIR=/var/lib/agent-gateway \
+    HOME=/tmp
+
+WORKDIR /app
+COPY --from=deps /app/node_modules ./node_modules
+COPY package.json package-lock.json ./
+COPY bin ./bin
+COPY src ./src
+COPY controllers ./controllers
+# The task bootstrap: the Kubernetes executor ships it to run pods in the per-run ConfigMap.
+COPY runner-image/bootstrap ./runner-image/bootstrap
+
+USER 10001:10001
+EXPOSE 4020 4021 4022 4023 4024
+ENTRYPOINT ["node", "bin/agent-gateway.js"]
+CMD ["serve"]

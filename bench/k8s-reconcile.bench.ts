@@ -1,0 +1,110 @@
+// Task controller throughput on the Kubernetes backend: N Tasks (default 10,000), each with one due
+// cron slot, against the fake API server (test/helpers/fake-kube-apiserver.ts) in a CHILD process,
+// so this process is the controller alone (its RSS and heap are the controller's). Measured: from
+// TaskController.start() (list + watch of Tasks and Runs) until every Task has its Run created and
+// its status written and the work queue is quiet; then verified by listing.
+//   node bench/k8s-reconcile.bench.ts                       (10,000 tasks, controller concurrency 4)
+//   BENCH_TASKS=2000 BENCH_CONCURRENCY=16 node bench/k8s-reconcile.bench.ts
+// There is no peer run here: no real kube-apiserver is available offline (see docs/BENCHMARKS.md).
+import { spawn } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { KubeConfig } from '@kubernetes/client-node'
+import { TaskController } from '../controllers/controller.ts'
+import { createKubernetesStores } from '../controllers/kubernetes/store.ts'
+import { CRD_API_VERSION } from '../controllers/kubernetes/crds.ts'
+import { FakeClock } from '../test/helpers/resource-store-contract.ts'
+
+const NAMESPACE = 'bench'
+
+if (process.argv.includes('--serve-fake')) {
+  // Child: the fake API server, until stdin closes.
+  const { startFakeKubeApiServer } = await import('../test/helpers/fake-kube-apiserver.ts')
+  const server = await startFakeKubeApiServer({ namespaces: [NAMESPACE], watchWindow: 50_000 })
+  process.stdout.write(`${JSON.stringify({ kubeconfigPath: server.kubeconfigPath })}\n`)
+  process.stdin.resume()
+  process.stdin.on('end', () => void server.close().then(() => process.exit(0)))
+} else {
+  await main()
+}
+
+async function main(): Promise<void> {
+  const tasksWanted = Number(process.env.BENCH_TASKS ?? 10_000)
+  const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 4)
+  const child = spawn(process.execPath, [fileURLToPath(import.meta.url), '--serve-fake'], { stdio: ['pipe', 'pipe', 'inherit'] })
+  const { kubeconfigPath } = await new Promise<{ kubeconfigPath: string }>((resolve) => child.stdout?.once('data', (b: Buffer) => resolve(JSON.parse(b.toString()))))
+  const kubeConfig = new KubeConfig()
+  kubeConfig.loadFromFile(kubeconfigPath)
+  const { tasks, runs } = createKubernetesStores({ kubeConfig, namespace: NAMESPACE })
+
+  // Seed (not timed): N Tasks, every minute, created "now" on the server's clock.
+  const seedStart = performance.now()
+  let next = 0
+  await Promise.all(
+    Array.from({ length: 32 }, async () => {
+      while (next < tasksWanted) {
+        const i = next++
+        await tasks.create({ apiVersion: CRD_API_VERSION, kind: 'Task', metadata: { name: `t-${String(i).padStart(5, '0')}`, namespace: NAMESPACE }, spec: { schedule: { cron: '* * * * *' }, concurrencyPolicy: 'Allow' } })
+      }
+    }),
+  )
+  const seedMs = performance.now() - seedStart
+  // The controller's clock is 61 s later: exactly one slot is due per Task, well inside its deadline.
+  const clock = new FakeClock(new Date(Date.now() + 61_000).toISOString())
+
+  global.gc?.()
+  const base = process.memoryUsage()
+  let peakRss = base.rss
+  let peakHeap = base.heapUsed
+  const sampler = setInterval(() => {
+    const m = process.memoryUsage()
+    peakRss = Math.max(peakRss, m.rss)
+    peakHeap = Math.max(peakHeap, m.heapUsed)
+  }, 50)
+  const errors: unknown[] = []
+  const controller = new TaskController({ tasks, runs, clock, namespace: NAMESPACE, concurrency, onError: (_w, err) => errors.push(err) })
+  const cpu0 = process.cpuUsage()
+  const start = performance.now()
+  await controller.start()
+  const listedMs = performance.now() - start
+  // Done = every Task reconciled to a Run + status and the queue quiet (Run events re-enqueue Tasks).
+  for (;;) {
+    await controller.idle()
+    const settled = controller.stats.runsCreated + controller.stats.alreadyExists >= tasksWanted
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    if (settled && (await Promise.race([controller.idle().then(() => true), new Promise((r) => setTimeout(() => r(false), 0))]))) break
+  }
+  const elapsedMs = performance.now() - start - 200
+  const cpu = process.cpuUsage(cpu0)
+  clearInterval(sampler)
+  const end = process.memoryUsage()
+  await controller.stop()
+
+  const runList = await runs.list(NAMESPACE)
+  const taskList = await tasks.list(NAMESPACE)
+  const withStatus = taskList.items.filter((task) => task.status?.lastScheduleTime !== undefined && (task.status.active?.length ?? 0) === 1).length
+  child.stdin?.end()
+
+  const MiB = 1024 * 1024
+  const result = {
+    date: new Date().toISOString(),
+    node: process.version,
+    tasks: tasksWanted,
+    controllerConcurrency: concurrency,
+    seedTasksPerSec: Math.round(tasksWanted / (seedMs / 1000)),
+    initialListMs: Math.round(listedMs),
+    reconcileSeconds: Number((elapsedMs / 1000).toFixed(2)),
+    tasksPerSec: Math.round(tasksWanted / (elapsedMs / 1000)),
+    runsCreated: runList.items.length,
+    tasksWithStatus: withStatus,
+    stats: controller.stats,
+    conflictsRetried: errors.length,
+    controllerCpuSeconds: Number(((cpu.user + cpu.system) / 1e6).toFixed(2)),
+    rssMiB: { before: Math.round(base.rss / MiB), peak: Math.round(peakRss / MiB), after: Math.round(end.rss / MiB) },
+    heapUsedMiB: { before: Math.round(base.heapUsed / MiB), peak: Math.round(peakHeap / MiB), after: Math.round(end.heapUsed / MiB) },
+  }
+  console.log(JSON.stringify(result, null, 2))
+  if (runList.items.length !== tasksWanted || withStatus !== tasksWanted) {
+    console.error(`incomplete: ${runList.items.length} runs, ${withStatus} tasks with status, of ${tasksWanted}`)
+    process.exitCode = 1
+  }
+}

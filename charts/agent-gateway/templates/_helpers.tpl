@@ -1,0 +1,247 @@
+{{/* Chart name (app.kubernetes.io/name). */}}
+{{- define "agent-gateway.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Prefix of every resource name: the release name, cut so "-runner-job-template" still fits in 63. */}}
+{{- define "agent-gateway.fullname" -}}
+{{- default .Release.Name .Values.fullnameOverride | trunc 43 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "agent-gateway.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "agent-gateway.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/*
+The roles of the one binary. key: section of values.yaml; port: the listener the role serves alone
+(probes and /metrics on every one); portEnv: the variable naming it; service: Service name suffix;
+public: exposed through the ingress controller.
+*/}}
+{{- define "agent-gateway.roles" -}}
+gateway:       { key: gateway,      port: 4020, portEnv: GATEWAY_PORT,    service: gateway,    public: true }
+scheduler-api: { key: schedulerApi, port: 4021, portEnv: SCHEDULER_PORT,  service: scheduler,  public: true }
+memory:        { key: memory,       port: 4022, portEnv: MEMORY_PORT,     service: memory,     public: true }
+media:         { key: media,        port: 4023, portEnv: MEDIA_PORT,      service: media,      public: false }
+controller:    { key: controller,   port: 4024, portEnv: CONTROLLER_PORT, service: controller, public: false }
+{{- end -}}
+
+{{/* Labels of the release's objects; include with (dict "ctx" $ "component" "gateway"). */}}
+{{- define "agent-gateway.labels" -}}
+helm.sh/chart: {{ include "agent-gateway.chart" .ctx }}
+{{ include "agent-gateway.selectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: agent-gateway
+{{- end -}}
+
+{{- define "agent-gateway.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "agent-gateway.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+{{- with .component }}
+app.kubernetes.io/component: {{ . }}
+{{- end }}
+{{- end -}}
+
+{{/* Labels of every pod of the release's services (no component): the NetworkPolicy peer "our own pods". */}}
+{{- define "agent-gateway.releasePodLabels" -}}
+app.kubernetes.io/name: {{ include "agent-gateway.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "agent-gateway.serviceAccountName" -}}
+{{- printf "%s-%s" (include "agent-gateway.fullname" .ctx) .component -}}
+{{- end -}}
+
+{{/* Restricted Pod Security: pod level, for the service pods (uid 10001 of the image). */}}
+{{- define "agent-gateway.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 10001
+runAsGroup: 10001
+fsGroup: 10001
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* Restricted Pod Security: container level, for every container of the chart. */}}
+{{- define "agent-gateway.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+privileged: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: ["ALL"]
+{{- end -}}
+
+{{- define "agent-gateway.scheme" -}}
+{{- $host := .host -}}
+{{- $tls := false -}}
+{{- range .ctx.Values.ingress.tls }}{{ if has $host .hosts }}{{ $tls = true }}{{ end }}{{ end -}}
+{{- ternary "https" "http" $tls -}}
+{{- end -}}
+
+{{/* Public URL of a service: the value, else the ingress host, else the in-cluster Service. */}}
+{{- define "agent-gateway.publicUrl" -}}
+{{- $ctx := .ctx -}}
+{{- $explicit := index $ctx.Values.config.publicUrls .name -}}
+{{- $host := index $ctx.Values.ingress.hosts .name -}}
+{{- if $explicit -}}
+{{- $explicit -}}
+{{- else if and $ctx.Values.ingress.enabled $host -}}
+{{- printf "%s://%s" (include "agent-gateway.scheme" (dict "ctx" $ctx "host" $host)) $host -}}
+{{- else -}}
+{{- printf "http://%s-%s.%s.svc:%v" (include "agent-gateway.fullname" $ctx) .name $ctx.Release.Namespace .port -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "agent-gateway.schedulerInternalUrl" -}}
+{{- .Values.config.schedulerInternalUrl | default (printf "http://%s-scheduler.%s.svc:4021" (include "agent-gateway.fullname" .) .Release.Namespace) -}}
+{{- end -}}
+
+{{- define "agent-gateway.databaseSecret" -}}
+{{- if .Values.postgresql.enabled -}}
+name: {{ include "agent-gateway.fullname" . }}-postgresql
+key: DATABASE_URL
+{{- else -}}
+name: {{ .Values.externalDatabase.existingSecret }}
+key: {{ .Values.externalDatabase.key }}
+{{- end -}}
+{{- end -}}
+
+{{- define "agent-gateway.redisSecret" -}}
+{{- if .Values.redis.enabled -}}
+name: {{ include "agent-gateway.fullname" . }}-redis
+key: REDIS_URL
+{{- else -}}
+name: {{ .Values.externalRedis.existingSecret }}
+key: {{ .Values.externalRedis.key }}
+{{- end -}}
+{{- end -}}
+
+{{/* Which secret variables each role reads (least privilege: media reads none). */}}
+{{- define "agent-gateway.secretEnvByRole" -}}
+gateway: [SETTLER_PRIVATE_KEY, MPP_SECRET_KEY, SMTP_URL]
+scheduler-api: [SETTLER_PRIVATE_KEY, MPP_SECRET_KEY, SCHEDULER_SECRET_KEY, LLM_API_KEY, SMTP_URL, MARKETPLACE_PAYER_PRIVATE_KEY]
+controller: [SETTLER_PRIVATE_KEY, MPP_SECRET_KEY, SCHEDULER_SECRET_KEY, SMTP_URL]
+memory: [SETTLER_PRIVATE_KEY, MPP_SECRET_KEY, SMTP_URL]
+media: []
+migrate: []
+{{- end -}}
+
+{{/*
+Environment of a role's container; include with (dict "ctx" $ "role" "gateway").
+The variables are the ones src/platform/config.ts reads (README "Configuration").
+*/}}
+{{- define "agent-gateway.env" -}}
+{{- $ctx := .ctx -}}
+{{- $v := $ctx.Values -}}
+{{- $role := .role -}}
+- name: HOST
+  value: "0.0.0.0"
+- name: DATA_DIR
+  value: /var/lib/agent-gateway
+- name: LOG_LEVEL
+  value: {{ $v.config.logLevel | quote }}
+- name: PUBLIC_BASE_URL
+  value: {{ include "agent-gateway.publicUrl" (dict "ctx" $ctx "name" "gateway" "port" 4020) | quote }}
+- name: PUBLIC_SCHEDULER_URL
+  value: {{ include "agent-gateway.publicUrl" (dict "ctx" $ctx "name" "scheduler" "port" 4021) | quote }}
+- name: PUBLIC_MEMORY_URL
+  value: {{ include "agent-gateway.publicUrl" (dict "ctx" $ctx "name" "memory" "port" 4022) | quote }}
+- name: BODY_LIMIT_BYTES
+  value: {{ $v.config.bodyLimitBytes | int64 | quote }}
+- name: SHUTDOWN_GRACE_MS
+  value: {{ $v.config.shutdownGraceMs | int64 | quote }}
+- name: OTEL_SERVICE_NAME
+  value: {{ $v.config.otel.serviceName | quote }}
+{{- with $v.config.otel.endpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ . | quote }}
+{{- end }}
+{{- if has $role (list "gateway" "scheduler-api" "controller" "memory") }}
+{{- /* Only the roles that take payments get the chain: config.ts requires SETTLER_PRIVATE_KEY with CHAIN_RPC_URL. */}}
+{{- with $v.config.payToAddress }}
+- name: PAY_TO_ADDRESS
+  value: {{ . | quote }}
+{{- end }}
+{{- with $v.config.chainRpcUrl }}
+- name: CHAIN_RPC_URL
+  value: {{ . | quote }}
+{{- end }}
+{{- with $v.config.tempoRpcUrl }}
+- name: TEMPO_RPC_URL
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- with $v.config.mailFrom }}
+- name: MAIL_FROM
+  value: {{ . | quote }}
+{{- end }}
+- name: DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      {{- include "agent-gateway.databaseSecret" $ctx | nindent 6 }}
+{{- if ne $role "migrate" }}
+- name: REDIS_URL
+  valueFrom:
+    secretKeyRef:
+      {{- include "agent-gateway.redisSecret" $ctx | nindent 6 }}
+{{- end }}
+{{- if has $role (list "scheduler-api" "controller") }}
+- name: SCHEDULER_EXECUTOR
+  value: kubernetes
+- name: KUBE_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: SCHEDULER_INTERNAL_URL
+  value: {{ include "agent-gateway.schedulerInternalUrl" $ctx | quote }}
+- name: BLOB_DIR
+  value: /var/lib/agent-gateway/blobs
+{{- end }}
+{{- if eq $role "scheduler-api" }}
+{{- with $v.config.llmBaseUrl }}
+- name: LLM_BASE_URL
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- if eq $role "controller" }}
+- name: RUNNER_JOB_TEMPLATE_FILE
+  value: /etc/agent-gateway/job-template.yaml
+- name: RUNNER_IMAGE_PYTHON
+  value: {{ printf "%s:%s" $v.runner.images.python.repository $v.runner.images.python.tag | quote }}
+- name: RUNNER_IMAGE_NODE
+  value: {{ printf "%s:%s" $v.runner.images.node.repository $v.runner.images.node.tag | quote }}
+- name: SANDBOX_MAX_PARALLEL
+  value: {{ $v.controller.sandboxMaxParallel | int64 | quote }}
+{{- with $v.config.npmRegistry }}
+- name: NPM_REGISTRY
+  value: {{ . | quote }}
+{{- end }}
+{{- with $v.config.pipIndexUrl }}
+- name: PIP_INDEX_URL
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- if $v.secrets.existingSecret }}
+{{- range (index (include "agent-gateway.secretEnvByRole" $ctx | fromYaml) $role) }}
+- name: {{ . }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $v.secrets.existingSecret }}
+      key: {{ . }}
+      {{- /* The settler key is mandatory with a real chain (config.ts refuses to start without it). */}}
+      optional: {{ not (or (has . $v.secrets.required) (and (eq . "SETTLER_PRIVATE_KEY") $v.config.chainRpcUrl)) }}
+{{- end }}
+{{- end }}
+{{- with $v.config.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- if ne $role "migrate" }}
+{{- with (index $v (index (include "agent-gateway.roles" $ctx | fromYaml) $role).key).extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+{{- end -}}

