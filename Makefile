@@ -21,3 +21,15 @@ bench:
 
 clean:
 	rm -rf .agent-gateway .tap
+
+.PHONY: kind-e2e helm-lint crds
+crds:
+	npm run gen:crds
+
+kind-e2e:
+	scripts/kind-e2e.sh
+
+helm-lint:
+	helm=$$(node_modules/.bin/node --input-type=module -e "const m = await import('./test/helpers/kube-tools.ts'); console.log(await m.helmPath())") && \
+	$$helm lint --strict charts/agent-gateway && \
+	$$helm lint --strict charts/agent-gateway -f charts/agent-gateway/ci/all-enabled-values.yaml

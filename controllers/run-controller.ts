@@ -87,6 +87,8 @@ export class RunController {
   readonly #queue: WorkQueue
   readonly #executing = new Map<string, AbortController>()
   readonly #done = new Set<Promise<void>>()
+  /** Runs this process settled whose final phase the informer has not shown yet (not orphans). */
+  readonly #settled = new Set<string>()
   readonly stats = { started: 0, finished: 0, skipped: 0, deferred: 0, lost: 0, adopted: 0, errors: 0 }
 
   constructor(options: RunControllerOptions) {
@@ -136,6 +138,10 @@ export class RunController {
     if (!this.#informer.hasSynced) return
     const { namespace, name } = splitKey(key)
     const run = this.#informer.get(namespace, name)
+    if (this.#settled.has(key)) {
+      if (run === undefined || isFinished(run)) this.#settled.delete(key)
+      return
+    }
     const action = reconcileRun({ run, executing: this.#executing.has(key), canAdopt: this.#options.executor.kind === 'kubernetes', now: this.#clock.now() })
     switch (action.type) {
       case 'none':
@@ -193,10 +199,15 @@ export class RunController {
     this.#executing.set(key, abort)
     if (adopt) this.stats.adopted += 1
     else this.stats.started += 1
-    const done = this.#execute(run, abort, adopt).finally(() => {
+    const done = this.#execute(run, abort, adopt)
+      .catch((error: unknown) => {
+        this.stats.errors += 1
+        this.#options.onError?.(`run ${key}`, error)
+      })
+      .finally(() => {
+      this.#settled.add(key)
       this.#executing.delete(key)
       this.#done.delete(done)
-      this.#queue.add(key)
     })
     this.#done.add(done)
   }

@@ -19,10 +19,11 @@ import { createCatalog, type Catalog } from './catalog/catalog.ts'
 import type { ServiceAppDeps } from './catalog/service-app.ts'
 import { buildGatewayApp, GATEWAY_OPERATIONS } from './gateway/app.ts'
 import { buildSchedulerApp, SCHEDULER_OPERATIONS } from './scheduler/app.ts'
-import { createSchedulerService, type SchedulerService } from './scheduler/service.ts'
+import { createSchedulerService, type EnvSecretsPort, type SchedulerService } from './scheduler/service.ts'
 import { createSchedulerSecrets, schedulerMasterKey } from './scheduler/secrets.ts'
 import { DEFAULT_RATES } from './scheduler/domain/rates.ts'
-import { createFsBlobStore } from './platform/blobs.ts'
+import { createLocalBlobStore } from './platform/blobs.ts'
+import { tempoClientFromUrl } from './payments/mpp/index.ts'
 import { PostgresResourceStore } from '../controllers/local/postgres-store.ts'
 import { TaskController, systemClock as controllerClock } from '../controllers/controller.ts'
 import { RunController } from '../controllers/run-controller.ts'
@@ -134,7 +135,8 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
   let scheduler: SchedulerService | undefined
   let controllers: Running['controllers']
   let refundTimer: NodeJS.Timeout | undefined
-  const blobs = createFsBlobStore(config.blobDir)
+  let elector: { start(): void; stop(): Promise<void> } | undefined
+  const blobs = createLocalBlobStore(config.blobDir)
   if ((has('scheduler-api') || has('controller')) && payments) {
     const backend = await schedulerBackend(config, db)
     scheduler = createSchedulerService({
@@ -151,12 +153,27 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
       logs: blobs,
       publicUrl: config.publicSchedulerUrl,
       internalUrl: config.schedulerInternalUrl,
+      ...(backend.envSecrets ? { envSecrets: backend.envSecrets } : {}),
     })
     if (has('controller')) {
       const onError = (where: string, err: unknown) => logger.error({ err }, `controller: ${where}`)
-      controllers = {
+      const make = () => ({
         tasks: new TaskController({ tasks: backend.tasks, runs: backend.runs, namespace: config.kubeNamespace, onError }),
-        runs: new RunController({ runs: backend.runs, ledger: scheduler, executor: backend.executor, namespace: config.kubeNamespace, maxParallel: config.sandboxMaxParallel, onError }),
+        runs: new RunController({ runs: backend.runs, ledger: scheduler as SchedulerService, executor: backend.executor, namespace: config.kubeNamespace, maxParallel: config.sandboxMaxParallel, onError }),
+      })
+      controllers = make()
+      if (backend.createElector) {
+        let current = controllers
+        elector = backend.createElector({
+          onStartedLeading: async (signal: AbortSignal) => {
+            current = make()
+            controllers = current
+            await current.runs.start()
+            await current.tasks.start()
+            signal.addEventListener('abort', () => void Promise.allSettled([current.tasks.stop(), current.runs.stop()]), { once: true })
+          },
+          onStoppedLeading: () => logger.warn('controller: lost the leader Lease; reconciling stopped'),
+        })
       }
       const service = scheduler
       refundTimer = setInterval(() => {
@@ -174,8 +191,11 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
       logger,
       blobs,
       publicSchedulerUrl: config.publicSchedulerUrl,
-      llm: { baseUrl: config.llmBaseUrl, apiKey: config.llmApiKey },
-      marketplace: config.marketplacePayerKey ? { payerPrivateKey: config.marketplacePayerKey as `0x${string}` } : {},
+      llm: { ...(config.llmBaseUrl ? { baseUrl: config.llmBaseUrl } : {}), ...(config.llmApiKey ? { apiKey: config.llmApiKey } : {}) },
+      marketplace: {
+        ...(config.marketplacePayerKey ? { payerPrivateKey: config.marketplacePayerKey as `0x${string}` } : {}),
+        ...(config.tempoRpcUrl ? { tempo: tempoClientFromUrl(config.tempoRpcUrl) } : {}),
+      },
     }
     planned.push({
       name: 'scheduler',
@@ -201,6 +221,7 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
   const listeners: Listener[] = []
   const stopAll = async () => {
     if (refundTimer) clearInterval(refundTimer)
+    if (elector) await elector.stop().catch(() => {})
     if (controllers) await Promise.allSettled([controllers.tasks.stop(), controllers.runs.stop()])
     await Promise.allSettled(planned.map((entry) => entry.app.close()))
     mailer.close()
@@ -220,9 +241,15 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
   }
 
   if (controllers) {
+    const running = controllers
     try {
-      await controllers.runs.start()
-      await controllers.tasks.start()
+      if (elector) {
+        // Kubernetes: only the Lease holder reconciles; losing the Lease stops both controllers.
+        elector.start()
+      } else {
+        await running.runs.start()
+        await running.tasks.start()
+      }
       await scheduler?.retryRefunds()
     } catch (error) {
       await stopAll()
@@ -252,9 +279,26 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
 }
 
 /** Where Task/Run resources live and how runs execute: Postgres/PGlite + bubblewrap, or Kubernetes. */
-async function schedulerBackend(config: Config, db: Db): Promise<{ tasks: ResourceStore<TaskResource>; runs: ResourceStore<RunResource>; executor: RunExecutor }> {
+interface SchedulerBackend {
+  tasks: ResourceStore<TaskResource>
+  runs: ResourceStore<RunResource>
+  executor: RunExecutor
+  envSecrets?: EnvSecretsPort
+  createElector?: (options: { onStartedLeading: (signal: AbortSignal) => Promise<void>; onStoppedLeading?: () => void }) => { start(): void; stop(): Promise<void> }
+}
+
+async function schedulerBackend(config: Config, db: Db): Promise<SchedulerBackend> {
   if (config.schedulerExecutor === 'kubernetes') {
-    throw new Error('SCHEDULER_EXECUTOR=kubernetes is not wired in this build yet')
+    // Loaded only here: the Kubernetes client is large and local mode never needs it.
+    const { openKubernetesBackend } = await import('../controllers/kubernetes/index.ts')
+    const k8s = await openKubernetesBackend({ namespace: config.kubeNamespace })
+    return {
+      tasks: k8s.tasks,
+      runs: k8s.runs,
+      executor: k8s.createExecutor(),
+      envSecrets: k8s.envSecrets,
+      createElector: (options) => k8s.createElector(options),
+    }
   }
   return {
     tasks: new PostgresResourceStore<TaskResource>(db, { kind: 'Task' }),

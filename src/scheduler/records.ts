@@ -187,6 +187,7 @@ export function runView(run: RunRow, logsUrl: string, outputCap: number) {
     stdout_truncated: stdout.truncated || run.stdout_bytes > BigInt(Buffer.byteLength(run.stdout)),
     stderr_truncated: stderr.truncated || run.stderr_bytes > BigInt(Buffer.byteLength(run.stderr)),
     logs_url: logsUrl,
+    runtime_version: run.runtime_version,
   }
   if (run.error !== null) view.error = run.error
   return view

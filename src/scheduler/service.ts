@@ -15,7 +15,7 @@
 // - Runs lost to the service (infra_error, executor restart) are not charged.
 import { randomBytes } from 'node:crypto'
 import type { Db, Queryable } from '../platform/db/index.ts'
-import { isUniqueViolation } from '../platform/db/index.ts'
+import { isUniqueViolation, toJson } from '../platform/db/index.ts'
 import { AppError } from '../platform/errors.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Logger } from '../platform/logger.ts'
@@ -35,7 +35,7 @@ import { newBearerSecret, secretHash, type SchedulerSecrets } from './secrets.ts
 export const TASK_API_VERSION = 'jobs.agent-gateway.dev/v1alpha1'
 
 export interface EnvSecretsPort {
-  put(taskName: string, taskUid: string, env: Record<string, string>): Promise<void>
+  put(taskName: string, taskUid: string, env: Record<string, string>): Promise<unknown>
 }
 
 export interface LogStore {
@@ -362,7 +362,7 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
             initial.next,
             stored,
             Object.keys(spec.env).length > 0 ? secrets.encryptEnv(id, spec.env) : null,
-            Object.keys(spec.env).sort(),
+            toJson(Object.keys(spec.env).sort()),
             input.idempotencyKey,
             input.hash,
             payment.protocol,
@@ -515,7 +515,7 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
     await db.query(`update scheduler_tasks set env_ciphertext = $2, env_keys = $3, updated_at = $4 where id = $1`, [
       taskId,
       keys.length > 0 ? secrets.encryptEnv(taskId, env) : null,
-      keys,
+      toJson(keys),
       now,
     ])
     if (deps.envSecrets) {

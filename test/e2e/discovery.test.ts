@@ -168,10 +168,10 @@ t.test('bad input gets problem+json 4xx, never 5xx', async (t) => {
 })
 
 t.test('operations not built yet answer 501 and the catalog marks them', async (t) => {
-  const body = await expectProblem(t, await fetch(`${cli.scheduler}/api/v1/account/keys`), 501)
+  const body = await expectProblem(t, await fetch(`${cli.memory}/api/v1/deposits`, { method: 'DELETE' }), 501)
   t.equal(body.code, 'not_implemented')
-  const doc = (await (await fetch(`${cli.gateway}/openapi.json?path=/api/v1/account/keys`)).json()) as OpenapiDoc
-  t.equal(doc.paths['/api/v1/account/keys']?.get?.['x-implemented'], false)
+  const doc = (await (await fetch(`${cli.gateway}/openapi.json?path=/api/v1/deposits`)).json()) as OpenapiDoc
+  t.equal(doc.paths['/api/v1/deposits']?.delete?.['x-implemented'], false)
   // A paid operation that is not built still asks for payment first; paying it would be refunded by
   // the 501 (the reservation is released), so the 402 is what an unpaid caller sees.
   const speech = await fetch(`${cli.gateway}/api/v1/audio/speech/speechmodel-3.1-flash-tts`, {

@@ -173,6 +173,7 @@ t.test('a paid every-minute task: runs on the clock, triggers, sync runs, fund, 
   const nowRun = await json(now)
   t.match(nowRun, { status: 'succeeded', trigger: 'manual', exit_code: 0 })
   t.match(nowRun.stdout, /hello from the sandbox/)
+  t.match(nowRun.runtime_version, /^node \d+\.\d+/, 'the real interpreter version is reported')
 
   // Trigger: queued, executed within a pass.
   const triggered = await owner(wallet, `${base}/trigger`, { method: 'POST' })
@@ -255,4 +256,36 @@ t.test('two concurrent webhook calls: one runs, the other gets 429', { skip: ava
   t.equal((await json(limited)).code, 'RATE_LIMIT')
   const ok = [a, b].find((response) => response.status === 200) as Response
   t.match(await json(ok), { status: 'succeeded', stdout: /slow done/ })
+})
+
+t.test('bad create input answers problem+json naming the field, before any payment', { skip: available.ok ? false : available.reason }, async (t) => {
+  const post = (body: unknown, headers: Record<string, string> = {}) =>
+    fetch(`${cli.scheduler}/api/v1/tasks`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'idempotency-key': crypto.randomUUID(), 'x-pay-amount-micros': '1000000', ...headers },
+      body: JSON.stringify(body),
+    })
+  const cases: [string, unknown, string, string][] = [
+    ['cron garbage', createBody({ schedule: { cron: 'every tuesday' } }), 'INVALID_CRON', 'body.schedule.cron'],
+    ['timezone garbage', createBody({ schedule: { cron: '* * * * *', timezone: 'Mars/Olympus' } }), 'INVALID_CRON', 'body.schedule.timezone'],
+    ['unknown field', createBody({ colour: 'red' }), 'validation_error', 'body.colour'],
+    ['env with an object', createBody({ env: { N: { x: 1 } } }), 'validation_error', 'body.env.N'],
+    ['negative micros', createBody({ max_amount_usdc_micros: -5 }), 'validation_error', 'body.max_amount_usdc_micros'],
+    ['runtime', createBody({ runtime: 'ruby' }), 'validation_error', 'body.runtime'],
+    ['huge source', createBody({ source: 'x'.repeat(300_000) }), 'validation_error', 'body.source'],
+    ['preinstalled dependency', createBody({ dependencies: ['axios'] }), 'UNSUPPORTED_DEPENDENCY', 'body.dependencies.0'],
+    ['unknown sibling', createBody({ max_sibling_calls: 1, tool_list: ['nope'] }), 'UNKNOWN_SIBLING', 'body.tool_list.0'],
+    ['open tool list without a spend cap', createBody({ max_sibling_calls: 2 }), 'validation_error', 'body.max_sibling_spend_micros'],
+  ]
+  for (const [name, body, code, field] of cases) {
+    const response = await post(body)
+    t.ok(response.status >= 400 && response.status < 500, `${name}: 4xx (${response.status})`)
+    t.match(response.headers.get('content-type'), /application\/problem\+json/, `${name}: problem+json`)
+    const problem = await json(response)
+    t.equal(problem.code.toLowerCase(), code.toLowerCase(), `${name}: code ${problem.code}`)
+    t.match(problem.field ?? '', field, `${name}: names ${problem.field}`)
+  }
+  const noKey = await fetch(`${cli.scheduler}/api/v1/tasks`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(createBody()) })
+  t.equal(noKey.status, 400)
+  t.match((await json(noKey)).field, /idempotency-key/)
 })

@@ -150,6 +150,8 @@ const SPEC_OPERATIONS: [string, string, string, string, string][] = [
   ['scheduler', 'GET', '/api/v1/account/keys', 'payg', 'api-key'],
   ['scheduler', 'GET', '/api/v1/account/ledger', 'payg', 'api-key'],
   ['scheduler', 'DELETE', '/api/v1/account/keys/{id}', 'payg', 'api-key'],
+  // Ours: SPEC does not show how an account key is issued; the paying wallet asks for one.
+  ['scheduler', 'POST', '/api/v1/account/keys', 'payg', 'wallet'],
   ['memory', 'POST', '/api/v1/memories', 'payg', 'payment'],
   ['memory', 'POST', '/api/v1/deposits', 'payg', 'payment'],
   ['memory', 'POST', '/api/v1/contexts', 'payg', 'wallet'],

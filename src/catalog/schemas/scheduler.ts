@@ -377,6 +377,7 @@ export const Run = Type.Object(
     stdout_truncated: Type.Boolean(),
     stderr_truncated: Type.Boolean(),
     logs_url: Type.String({ description: 'Full logs' }),
+    runtime_version: Nullable(Type.String({ description: 'The interpreter that really ran, e.g. "python 3.12.7" or "node 22.11.0"' })),
     error: Type.Optional(Type.String({ description: 'Why the run failed, when it did' })),
   },
   { additionalProperties: false },
