@@ -1,40 +1,55 @@
 // Discovery routes vs a bare fastify hello-world, measured with autocannon in the same run on
-// the same machine. Each server runs in its own child process; autocannon runs here.
-//   npm run bench                       (defaults: 10 s per route, 50 connections)
-//   BENCH_DURATION=5 BENCH_CONNECTIONS=20 npm run bench
+// the same machine. The gateway runs as the real CLI, the peer is a bare fastify app (same
+// fastify, logger off) in its own process; autocannon runs here.
+//   npm run bench                       (defaults: 3 rounds, 10 s per measurement, 50 connections)
+//   BENCH_ROUNDS=1 BENCH_DURATION=5 BENCH_CONNECTIONS=20 BENCH_ROLES="serve" npm run bench
+//
+// The CLI runs the gateway role alone (`agent-gateway gateway`, one role per process as deployed);
+// BENCH_ROLES="serve" measures the all-roles process instead, background work included.
+//
+// Each round measures the hello-world, then every route of ours followed by the bare peer sending
+// that route's exact response (same status, headers and bytes: the cost of the bytes alone), then
+// the hello-world again; a route's ratio is taken against the mean of its round's two hello-world
+// runs, and the table shows the median over rounds. Server CPU per request is each process's
+// process.cpuUsage() delta over the run divided by the requests answered.
 import { spawn, type ChildProcess } from 'node:child_process'
+import { request } from 'node:http'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import autocannon from 'autocannon'
 import { freePort, repoRoot, startCli } from '../test/helpers/cli.ts'
 
+const rounds = Number(process.env.BENCH_ROUNDS ?? 3)
 const duration = Number(process.env.BENCH_DURATION ?? 10)
+const warmup = Number(process.env.BENCH_WARMUP ?? 2)
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 50)
+const roles = (process.env.BENCH_ROLES ?? 'gateway').split(/\s+/).filter(Boolean)
 
-interface Result {
-  name: string
-  /** Server CPU time per request (user + system), µs: the server's capacity when the client saturates first. */
-  cpuUsPerReq: number
-  url: string
+interface Run {
   requestsPerSec: number
+  /** Server CPU time (user + system) per request, µs. */
+  cpuUsPerReq: number
   p50Ms: number
   p99Ms: number
   bytesPerReq: number
   non2xx: number
 }
 
-async function measure(name: string, url: string, cpuSeconds: () => Promise<number>, headers: Record<string, string> = {}): Promise<Result> {
-  // Warm up (JIT, caches) before the measured run.
-  await autocannon({ url, connections, duration: 2, headers })
-  const cpuBefore = await cpuSeconds()
-  const result = await autocannon({ url, connections, duration, headers })
-  const cpuAfter = await cpuSeconds()
+interface Target {
+  name: string
+  url: string
+  headers: Record<string, string>
+  cpuSeconds: () => Promise<number>
+}
+
+async function measure(target: Target, seconds: number): Promise<Run> {
+  const cpuBefore = await target.cpuSeconds()
+  const result = await autocannon({ url: target.url, connections, duration: seconds, headers: target.headers })
+  const cpuAfter = await target.cpuSeconds()
   return {
-    name,
-    cpuUsPerReq: ((cpuAfter - cpuBefore) * 1e6) / Math.max(1, result.requests.total),
-    url,
     requestsPerSec: result.requests.average,
+    cpuUsPerReq: ((cpuAfter - cpuBefore) * 1e6) / Math.max(1, result.requests.total),
     p50Ms: result.latency.p50,
     p99Ms: result.latency.p99,
     bytesPerReq: Math.round(result.throughput.average / Math.max(1, result.requests.average)),
@@ -42,73 +57,144 @@ async function measure(name: string, url: string, cpuSeconds: () => Promise<numb
   }
 }
 
-// The peer: a bare fastify hello-world; `/same-bytes` serves a fixed copy of our largest page so
-// the cost of moving the bytes is separated from the cost of our code.
-async function startBareFastify(sameBytes: string): Promise<{ url: string; child: ChildProcess }> {
+interface CapturedResponse {
+  status: number
+  headers: Record<string, string>
+  bodyBase64: string
+}
+
+/** One raw response (node:http, so a br body stays compressed as it travelled). */
+async function capture(url: string, headers: Record<string, string>): Promise<CapturedResponse> {
+  return await new Promise((resolve, reject) => {
+    request(url, { headers }, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (chunk: Buffer) => chunks.push(chunk))
+      res.on('end', () => {
+        const kept: Record<string, string> = {}
+        for (const [name, value] of Object.entries(res.headers)) {
+          // The peer's fastify and node add these themselves.
+          if (['content-length', 'date', 'connection', 'keep-alive', 'transfer-encoding'].includes(name)) continue
+          if (typeof value === 'string') kept[name] = value
+        }
+        resolve({ status: res.statusCode ?? 0, headers: kept, bodyBase64: Buffer.concat(chunks).toString('base64') })
+      })
+      res.on('error', reject)
+    })
+      .on('error', reject)
+      .end()
+  })
+}
+
+// The peer: a bare fastify hello-world, plus `/same/N` answering with response N of ours as
+// captured, so the cost of moving those bytes is separated from the cost of our code.
+async function startBareFastify(responses: CapturedResponse[]): Promise<{ url: string; child: ChildProcess }> {
   const port = await freePort()
   const dir = mkdtempSync(path.join(os.tmpdir(), 'agw-bench-'))
   const script = path.join(dir, 'hello.mjs')
-  writeFileSync(path.join(dir, 'same-bytes.json'), sameBytes)
+  writeFileSync(path.join(dir, 'responses.json'), JSON.stringify(responses))
   writeFileSync(
     script,
     `import Fastify from ${JSON.stringify(path.join(repoRoot, 'node_modules/fastify/fastify.js'))}
 import { readFileSync } from 'node:fs'
-const sameBytes = readFileSync(${JSON.stringify(path.join(dir, 'same-bytes.json'))}, 'utf8')
+const responses = JSON.parse(readFileSync(${JSON.stringify(path.join(dir, 'responses.json'))}, 'utf8'))
 const app = Fastify({ logger: false })
 app.get('/', async () => ({ hello: 'world' }))
-app.get('/same-bytes', async (_request, reply) => reply.type('application/json; charset=utf-8').send(sameBytes))
+responses.forEach((response, i) => {
+  const body = Buffer.from(response.bodyBase64, 'base64')
+  app.get('/same/' + i, async (_request, reply) => reply.code(response.status).headers(response.headers).send(body))
+})
 app.get('/__cpu', async () => { const u = process.cpuUsage(); return { seconds: (u.user + u.system) / 1e6 } })
 await app.listen({ host: '127.0.0.1', port: ${port} })
 console.log('ready')`,
   )
   const child = spawn(process.execPath, [script], { stdio: ['ignore', 'pipe', 'inherit'] })
   await new Promise<void>((resolve) => child.stdout?.once('data', () => resolve()))
-  return { url: `http://127.0.0.1:${port}/`, child }
+  return { url: `http://127.0.0.1:${port}`, child }
 }
 
-const cli = await startCli({ env: { LOG_LEVEL: 'warn' } })
-const largestPage = await (await fetch(`${cli.gateway}/openapi.json?page=2`)).text()
-const bare = await startBareFastify(largestPage)
-const bareCpu = async () => ((await (await fetch(`${bare.url}__cpu`)).json()) as { seconds: number }).seconds
-// prom-client's process_cpu_seconds_total (user + system) of the gateway process.
+const median = (values: number[]): number => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const middle = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? (sorted[middle] as number) : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2
+}
+
+const routes = [
+  ['GET /openapi.json (page 1)', '/openapi.json'],
+  ['GET /openapi.json?q=song', '/openapi.json?q=song'],
+  ['GET /openapi.json?page=2', '/openapi.json?page=2'],
+  ['GET /manifest.json', '/manifest.json'],
+  ['GET /services', '/services'],
+  ['GET /services/songmodel-3-pro', '/services/songmodel-3-pro'],
+  ['GET /llms.txt', '/llms.txt'],
+] as const
+// Plain, and as agents using fetch/undici see it: they send Accept-Encoding and get the precompressed bytes.
+const variants = [
+  ['', {}],
+  [', br', { 'accept-encoding': 'br, gzip' }],
+] as const
+
+const cli = await startCli({ args: roles, env: { LOG_LEVEL: 'info' } })
+// prom-client's process_cpu_seconds_total (process.cpuUsage(), user + system) of the gateway process.
 const gatewayCpu = async () => {
   const text = await (await fetch(`${cli.gateway}/metrics`)).text()
   const match = text.match(/^agent_gateway_process_cpu_seconds_total (\S+)$/m)
   return Number(match?.[1] ?? Number.NaN)
 }
+const cases = variants.flatMap(([suffix, headers]) => routes.map(([name, route]) => ({ name: `${name}${suffix}`, route, headers: { ...headers } as Record<string, string> })))
+const captured = await Promise.all(cases.map((c) => capture(cli.gateway + c.route, c.headers)))
+const bare = await startBareFastify(captured)
+const bareCpu = async () => ((await (await fetch(`${bare.url}/__cpu`)).json()) as { seconds: number }).seconds
+
 try {
-  const baseline = await measure('bare fastify hello-world', bare.url, bareCpu)
-  const sameBytes = await measure(`bare fastify, same ${largestPage.length} bytes as /openapi.json?page=2`, `${bare.url}same-bytes`, bareCpu)
-  const routes = [
-    ['GET /openapi.json (page 1)', '/openapi.json'],
-    ['GET /openapi.json?q=song', '/openapi.json?q=song'],
-    ['GET /openapi.json?page=2', '/openapi.json?page=2'],
-    ['GET /manifest.json', '/manifest.json'],
-    ['GET /services', '/services'],
-    ['GET /services/songmodel-3-pro', '/services/songmodel-3-pro'],
-    ['GET /llms.txt', '/llms.txt'],
-  ] as const
-  const results: Result[] = []
-  for (const [name, route] of routes) results.push(await measure(name, cli.gateway + route, gatewayCpu))
-  // What agents using fetch/undici see: they send Accept-Encoding and get the precompressed bytes.
-  const compressed = { 'accept-encoding': 'br, gzip' }
-  for (const [name, route] of routes) results.push(await measure(`${name}, br`, cli.gateway + route, gatewayCpu, compressed))
+  const hello: Target = { name: 'bare fastify hello-world', url: `${bare.url}/`, headers: {}, cpuSeconds: bareCpu }
+  const pairs = cases.map((c, i) => ({
+    ours: { name: c.name, url: cli.gateway + c.route, headers: c.headers, cpuSeconds: gatewayCpu } satisfies Target,
+    same: { name: `${c.name} (bare, same bytes)`, url: `${bare.url}/same/${i}`, headers: c.headers, cpuSeconds: bareCpu } satisfies Target,
+  }))
+  // Warm-up (JIT, caches, compressed variants) before anything is measured.
+  for (const target of [hello, ...pairs.flatMap((p) => [p.ours, p.same])]) await measure(target, warmup)
+
+  const helloRuns: Run[] = []
+  const results = pairs.map(() => ({ ours: [] as Run[], same: [] as Run[], rpsRatio: [] as number[], cpuRatio: [] as number[], sameCpuRatio: [] as number[] }))
+  for (let round = 1; round <= rounds; round++) {
+    const before = await measure(hello, duration)
+    const runs: { ours: Run; same: Run }[] = []
+    for (const pair of pairs) runs.push({ ours: await measure(pair.ours, duration), same: await measure(pair.same, duration) })
+    const after = await measure(hello, duration)
+    helloRuns.push(before, after)
+    const helloRps = (before.requestsPerSec + after.requestsPerSec) / 2
+    const helloCpu = (before.cpuUsPerReq + after.cpuUsPerReq) / 2
+    runs.forEach(({ ours, same }, i) => {
+      const result = results[i]!
+      result.ours.push(ours)
+      result.same.push(same)
+      result.rpsRatio.push(ours.requestsPerSec / helloRps)
+      result.cpuRatio.push(helloCpu / ours.cpuUsPerReq)
+      result.sameCpuRatio.push(same.cpuUsPerReq / ours.cpuUsPerReq)
+    })
+    console.error(`round ${round}/${rounds} done: hello-world ${Math.round(helloRps)} req/s, ${helloCpu.toFixed(1)} µs/req`)
+  }
+
+  const fixed = (value: number, digits: number) => value.toFixed(digits)
   const lines = [
-    `Node ${process.version}, ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, autocannon ${connections} connections, ${duration} s per route`,
+    `Node ${process.version}, ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, \`agent-gateway ${roles.join(' ')}\`, autocannon ${connections} connections, ` +
+      `${rounds} round(s) of ${duration} s per measurement after a ${warmup} s warm-up; medians over rounds`,
     '',
-    '| Route | req/s | ratio vs bare | server CPU µs/req | capacity ratio vs bare | p50 ms | p99 ms | bytes/req |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|',
-    ...[baseline, sameBytes, ...results].map(
-      (r) =>
-        `| ${r.name} | ${r.requestsPerSec.toFixed(0)} | ${(r.requestsPerSec / baseline.requestsPerSec).toFixed(2)} | ${r.cpuUsPerReq.toFixed(1)} | ${(baseline.cpuUsPerReq / r.cpuUsPerReq).toFixed(2)} | ${r.p50Ms} | ${r.p99Ms} | ${r.bytesPerReq} |`,
-    ),
-    '',
-    'req/s is bounded by autocannon (a JS client on the other core) as much as by the server; "capacity" is the',
-    'server CPU per request of the bare server divided by ours: the throughput ratio each would reach with a free client.',
+    '| Route | req/s | ratio vs hello-world | server CPU µs/req | CPU ratio vs hello-world | bare fastify, same response: req/s | its CPU µs/req | ours vs same response (CPU) | p50 ms | p99 ms | bytes/req |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    `| bare fastify hello-world | ${fixed(median(helloRuns.map((r) => r.requestsPerSec)), 0)} | 1.00 | ${fixed(median(helloRuns.map((r) => r.cpuUsPerReq)), 1)} | 1.00 | – | – | – | ${median(helloRuns.map((r) => r.p50Ms))} | ${median(helloRuns.map((r) => r.p99Ms))} | ${median(helloRuns.map((r) => r.bytesPerReq))} |`,
+    ...pairs.map(({ ours }, i) => {
+      const r = results[i]!
+      return (
+        `| ${ours.name} | ${fixed(median(r.ours.map((x) => x.requestsPerSec)), 0)} | ${fixed(median(r.rpsRatio), 2)} | ${fixed(median(r.ours.map((x) => x.cpuUsPerReq)), 1)} | ` +
+        `${fixed(median(r.cpuRatio), 2)} | ${fixed(median(r.same.map((x) => x.requestsPerSec)), 0)} | ${fixed(median(r.same.map((x) => x.cpuUsPerReq)), 1)} | ` +
+        `${fixed(median(r.sameCpuRatio), 2)} | ${median(r.ours.map((x) => x.p50Ms))} | ${median(r.ours.map((x) => x.p99Ms))} | ${median(r.ours.map((x) => x.bytesPerReq))} |`
+      )
+    }),
   ]
   console.log(lines.join('\n'))
-  const failures = [baseline, sameBytes, ...results].filter((r) => r.non2xx > 0)
-  if (failures.length > 0) console.error('non-2xx answers:', failures.map((r) => `${r.name}: ${r.non2xx}`).join(', '))
+  const failures = [...helloRuns, ...results.flatMap((r) => [...r.ours, ...r.same])].filter((r) => r.non2xx > 0)
+  if (failures.length > 0) console.error(`non-2xx answers in ${failures.length} run(s)`)
 } finally {
   bare.child.kill('SIGKILL')
   await cli.stop('SIGTERM')

@@ -31,48 +31,114 @@ type OpenapiQuery = Static<typeof OpenapiQuerySchema>
 
 const SlugParams = Type.Object({ slug: Type.String({ minLength: 1, maxLength: 100 }) })
 
-/**
- * A document rendered once: its bytes, precompressed variants and a strong ETag. Discovery
- * documents are immutable for the life of the process, so this is all the work a request does.
- */
-export interface RenderedDocument {
-  contentType: string
-  /** Small documents stay strings: node writes headers and a string body in one write(). */
-  body: Buffer | string
-  /** Compressed on first use, then kept: searches with no takers for gzip cost nothing extra. */
-  gzip(): Buffer
-  br(): Buffer
-  etag: string
-  link?: string | undefined
+export type ContentCoding = 'br' | 'gzip' | 'identity'
+
+/** One representation of a document: its body and every header it is sent with, prepared once. */
+export interface Representation {
+  headers: Readonly<Record<string, string>>
+  body: Buffer
 }
 
-const SMALL_DOCUMENT_BYTES = 16 * 1024
+/**
+ * A document rendered once: its bytes, precompressed variants and a strong ETag. Discovery
+ * documents are immutable for the life of the process, so a request only picks a representation.
+ */
+export interface RenderedDocument {
+  etag: string
+  identity: Representation
+  /** Compressed on first use, then kept: searches with no takers for br or gzip cost nothing extra. */
+  gzip(): Representation
+  br(): Representation
+  /** Headers of a 304: the validator and caching headers, no body. */
+  notModified: Readonly<Record<string, string>>
+}
 
 export function renderDocument(contentType: string, text: string, link?: string): RenderedDocument {
   const bytes = Buffer.from(text)
-  const body = bytes.length <= SMALL_DOCUMENT_BYTES ? text : bytes
-  let gzip: Buffer | undefined
-  let br: Buffer | undefined
-  return {
-    contentType,
+  const etag = `"${createHash('sha256').update(bytes).digest('base64url').slice(0, 27)}"`
+  const common: Record<string, string> = { etag, vary: 'accept-encoding', 'cache-control': 'public, max-age=60' }
+  if (link) common.link = link
+  // Bodies are Buffers whatever their size: node then writes the encoded bytes as they are, where
+  // a string body is measured and UTF-8 encoded again on every response.
+  const representation = (body: Buffer, coding: ContentCoding): Representation => ({
+    headers: coding === 'identity' ? { ...common, 'content-type': contentType } : { ...common, 'content-type': contentType, 'content-encoding': coding },
     body,
-    gzip: () => (gzip ??= gzipSync(bytes, { level: 6 })),
-    br: () => (br ??= brotliCompressSync(bytes, { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 6, [zlibConstants.BROTLI_PARAM_SIZE_HINT]: bytes.length } })),
-    etag: `"${createHash('sha256').update(bytes).digest('base64url').slice(0, 27)}"`,
-    link,
+  })
+  let gzip: Representation | undefined
+  let br: Representation | undefined
+  return {
+    etag,
+    identity: representation(bytes, 'identity'),
+    gzip: () => (gzip ??= representation(gzipSync(bytes, { level: 6 }), 'gzip')),
+    br: () =>
+      (br ??= representation(
+        brotliCompressSync(bytes, { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 6, [zlibConstants.BROTLI_PARAM_SIZE_HINT]: bytes.length } }),
+        'br',
+      )),
+    notModified: common,
   }
 }
 
+/**
+ * The coding to answer an Accept-Encoding value with (RFC 9110 §12.5.3): br or gzip when
+ * acceptable (q > 0, by name or through `*`), the higher q first and br on a tie; identity when
+ * neither is, or when identity is listed with a higher q.
+ */
+export function negotiateEncoding(acceptEncoding: string | undefined): ContentCoding {
+  if (!acceptEncoding) return 'identity'
+  const q: Partial<Record<string, number>> = {}
+  for (const entry of acceptEncoding.split(',')) {
+    const [rawName = '', ...params] = entry.split(';')
+    const name = rawName.trim().toLowerCase()
+    if (name === '') continue
+    let weight = 1
+    for (const param of params) {
+      const [key, value] = param.split('=').map((part) => part.trim().toLowerCase())
+      if (key === 'q') weight = /^(0(\.\d{0,3})?|1(\.0{0,3})?)$/.test(value ?? '') ? Number(value) : 0
+    }
+    q[name] = Math.max(q[name] ?? 0, weight)
+  }
+  const weightOf = (coding: string): number => q[coding] ?? q['*'] ?? 0
+  const br = weightOf('br')
+  const gzip = weightOf('gzip')
+  const best: ContentCoding = br >= gzip ? 'br' : 'gzip'
+  const bestWeight = Math.max(br, gzip)
+  if (bestWeight === 0) return 'identity'
+  return (q.identity ?? 0) > bestWeight ? 'identity' : best
+}
+
+/** Accept-Encoding values repeat from request to request: each distinct one is negotiated once. */
+const negotiated = new Map<string, ContentCoding>()
+function codingFor(acceptEncoding: string | undefined): ContentCoding {
+  if (acceptEncoding === undefined) return 'identity'
+  let coding = negotiated.get(acceptEncoding)
+  if (coding === undefined) {
+    coding = negotiateEncoding(acceptEncoding)
+    if (negotiated.size >= 256) negotiated.clear()
+    negotiated.set(acceptEncoding, coding)
+  }
+  return coding
+}
+
+/** If-None-Match against a strong ETag, with the weak comparison RFC 9110 §13.1.2 asks for. */
+export function etagMatches(ifNoneMatch: string, etag: string): boolean {
+  if (ifNoneMatch === etag) return true
+  return ifNoneMatch.split(',').some((candidate) => {
+    const tag = candidate.trim()
+    return tag === '*' || tag === etag || tag === `W/${etag}`
+  })
+}
+
 /** Sends a rendered document, honouring If-None-Match and Accept-Encoding (br, then gzip). */
-export function sendDocument(request: FastifyRequest, reply: FastifyReply, document: RenderedDocument): FastifyReply {
-  reply.header('etag', document.etag).header('vary', 'accept-encoding').header('cache-control', 'public, max-age=60')
-  if (document.link) reply.header('link', document.link)
-  if (request.headers['if-none-match'] === document.etag) return reply.code(304).send()
-  reply.type(document.contentType)
-  const accepted = request.headers['accept-encoding'] ?? ''
-  if (/\bbr\b/.test(accepted)) return reply.header('content-encoding', 'br').send(document.br())
-  if (/\bgzip\b/.test(accepted)) return reply.header('content-encoding', 'gzip').send(document.gzip())
-  return reply.send(document.body)
+export function sendDocument(request: FastifyRequest, reply: FastifyReply, document: RenderedDocument): void {
+  const ifNoneMatch = request.headers['if-none-match']
+  if (ifNoneMatch !== undefined && etagMatches(ifNoneMatch, document.etag)) {
+    reply.code(304).headers(document.notModified).send()
+    return
+  }
+  const coding = codingFor(request.headers['accept-encoding'])
+  const representation = coding === 'identity' ? document.identity : coding === 'br' ? document.br() : document.gzip()
+  reply.headers(representation.headers).send(representation.body)
 }
 
 /** Small bounded cache keyed by the normalized query. */
@@ -91,20 +157,27 @@ const JSON_TYPE = 'application/json; charset=utf-8'
 
 /** GET /openapi.json with search, filters, pages, x-next and an RFC 8288 Link header. */
 export function registerOpenapiRoute(app: FastifyInstance, catalog: Catalog, scope?: ServerName): void {
-  const cache = boundedCache<RenderedDocument>(512)
+  const byQuery = boundedCache<RenderedDocument>(512)
+  // Most requests repeat a URL seen before: the raw URL finds its page without normalizing the
+  // query again. Both caches are bounded, so made-up queries cannot grow memory.
+  const byUrl = boundedCache<RenderedDocument>(512)
   app.get<{ Querystring: OpenapiQuery }>(
     '/openapi.json',
     { schema: { querystring: OpenapiQuerySchema, response: { 200: AnyObject } } },
-    async (request, reply) => {
-      const { q, path, method, page } = request.query
-      const key = JSON.stringify([q, path, method?.toUpperCase(), page ?? 1])
-      let document = cache.get(key)
+    (request, reply) => {
+      let document = byUrl.get(request.url)
       if (document === undefined) {
-        const result = catalog.openapiPage({ q, path, method, page }, scope)
-        document = renderDocument(JSON_TYPE, JSON.stringify(result.document), result.next ? `<${result.next}>; rel="next"` : undefined)
-        cache.set(key, document)
+        const { q, path, method, page } = request.query
+        const key = JSON.stringify([q, path, method?.toUpperCase(), page ?? 1])
+        document = byQuery.get(key)
+        if (document === undefined) {
+          const result = catalog.openapiPage({ q, path, method, page }, scope)
+          document = renderDocument(JSON_TYPE, JSON.stringify(result.document), result.next ? `<${result.next}>; rel="next"` : undefined)
+          byQuery.set(key, document)
+        }
+        byUrl.set(request.url, document)
       }
-      return sendDocument(request, reply, document)
+      sendDocument(request, reply, document)
     },
   )
 }
@@ -126,8 +199,9 @@ export function registerDiscoveryRoutes(app: FastifyInstance, context: DocumentC
     if (document === undefined) throw new AppError('unknown_service', `No service "${slug}"; see /services`, { field: 'path.slug' })
     return document
   }
+  // Synchronous handlers: the document is sent before they return, so no promise is made per request.
   const fixed = (url: string, document: RenderedDocument, schema: TSchema) =>
-    app.get(url, { schema: { response: { 200: schema } } }, async (request, reply) => sendDocument(request, reply, document))
+    app.get(url, { schema: { response: { 200: schema } } }, (request, reply) => sendDocument(request, reply, document))
 
   fixed('/services', services, AnyObject)
   fixed('/manifest.json', manifest, AnyObject)
@@ -137,12 +211,12 @@ export function registerDiscoveryRoutes(app: FastifyInstance, context: DocumentC
   app.get<{ Params: Static<typeof SlugParams> }>(
     '/services/:slug',
     { schema: { params: SlugParams, response: { 200: AnyObject } } },
-    async (request, reply) => sendDocument(request, reply, lookup(serviceDocs, request.params.slug)),
+    (request, reply) => sendDocument(request, reply, lookup(serviceDocs, request.params.slug)),
   )
   app.get<{ Params: Static<typeof SlugParams> }>(
     '/services/:slug/openapi.json',
     { schema: { params: SlugParams, response: { 200: AnyObject } } },
-    async (request, reply) => sendDocument(request, reply, lookup(serviceSpecs, request.params.slug)),
+    (request, reply) => sendDocument(request, reply, lookup(serviceSpecs, request.params.slug)),
   )
 }
 
