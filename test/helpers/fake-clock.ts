@@ -27,6 +27,11 @@ export class FakeClock {
     this.#timers.delete(handle as number)
   }
 
+  /** Timers armed and not yet fired. */
+  get pending(): number {
+    return this.#timers.size
+  }
+
   /** Moves time forward, firing every timer due on the way in order. */
   advance(ms: number): void {
     const target = this.#ms + ms

@@ -11,45 +11,13 @@ import { ConflictError, GoneError, type ResourceStore, type WatchEvent } from '.
 import { Informer } from '../../controllers/informer.ts'
 import { TaskController, type Clock } from '../../controllers/controller.ts'
 import type { RunResource, TaskResource } from '../../controllers/task-reconciler.ts'
+import { FakeClock } from './fake-clock.ts'
+export { FakeClock }
 
 export const API = 'jobs.agent-gateway.dev/v1alpha1'
 /** Namespaces the contract writes to; a backend that checks namespaces must have them. */
 export const CONTRACT_NAMESPACES = ['default', 'ctl'] as const
 
-export class FakeClock implements Clock {
-  #ms: number
-  #timers = new Map<number, { at: number; fn: () => void }>()
-  #next = 1
-  constructor(iso: string) {
-    this.#ms = Date.parse(iso)
-  }
-  now(): Date {
-    return new Date(this.#ms)
-  }
-  setTimeout(fn: () => void, ms: number): unknown {
-    const id = this.#next++
-    this.#timers.set(id, { at: this.#ms + ms, fn })
-    return id
-  }
-  clearTimeout(handle: unknown): void {
-    this.#timers.delete(handle as number)
-  }
-  /** Timers armed and not yet fired. */
-  get pending(): number {
-    return this.#timers.size
-  }
-  advance(ms: number): void {
-    const target = this.#ms + ms
-    for (;;) {
-      const due = [...this.#timers.entries()].filter(([, timer]) => timer.at <= target).sort((a, b) => a[1].at - b[1].at)[0]
-      if (due === undefined) break
-      this.#timers.delete(due[0])
-      this.#ms = Math.max(this.#ms, due[1].at)
-      due[1].fn()
-    }
-    this.#ms = target
-  }
-}
 
 export async function rejection(promise: Promise<unknown>): Promise<unknown> {
   try {

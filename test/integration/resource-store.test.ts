@@ -10,39 +10,10 @@ import { Informer } from '../../controllers/informer.ts'
 import { TaskController, type Clock } from '../../controllers/controller.ts'
 import type { RunResource, TaskResource } from '../../controllers/task-reconciler.ts'
 import { throwawayDatabase } from '../helpers/servers.ts'
+import { FakeClock } from '../helpers/fake-clock.ts'
 
 const API = 'jobs.agent-gateway.dev/v1alpha1'
 
-class FakeClock implements Clock {
-  #ms: number
-  #timers = new Map<number, { at: number; fn: () => void }>()
-  #next = 1
-  constructor(iso: string) {
-    this.#ms = Date.parse(iso)
-  }
-  now(): Date {
-    return new Date(this.#ms)
-  }
-  setTimeout(fn: () => void, ms: number): unknown {
-    const id = this.#next++
-    this.#timers.set(id, { at: this.#ms + ms, fn })
-    return id
-  }
-  clearTimeout(handle: unknown): void {
-    this.#timers.delete(handle as number)
-  }
-  advance(ms: number): void {
-    const target = this.#ms + ms
-    for (;;) {
-      const due = [...this.#timers.entries()].filter(([, timer]) => timer.at <= target).sort((a, b) => a[1].at - b[1].at)[0]
-      if (due === undefined) break
-      this.#timers.delete(due[0])
-      this.#ms = Math.max(this.#ms, due[1].at)
-      due[1].fn()
-    }
-    this.#ms = target
-  }
-}
 
 async function rejection(promise: Promise<unknown>): Promise<unknown> {
   try {
