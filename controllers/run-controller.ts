@@ -114,9 +114,15 @@ export class RunController {
     await this.#informer.start()
   }
 
-  async stop(): Promise<void> {
+  /**
+   * Stops reconciling. By default in-flight runs are cancelled and settled; with
+   * `{ cancelRunning: false }` they are left alone (a lost leader Lease: the Jobs keep running and
+   * the next leader adopts them), and nothing waits for them.
+   */
+  async stop(options: { cancelRunning?: boolean } = {}): Promise<void> {
     this.#queue.stop()
     await this.#informer.stop()
+    if (options.cancelRunning === false) return
     for (const abort of this.#executing.values()) abort.abort()
     await Promise.allSettled([...this.#done])
   }

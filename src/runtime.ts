@@ -170,7 +170,8 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
             controllers = current
             await current.runs.start()
             await current.tasks.start()
-            signal.addEventListener('abort', () => void Promise.allSettled([current.tasks.stop(), current.runs.stop()]), { once: true })
+            // Lost the Lease: stop reconciling but leave the Jobs running; the next leader adopts them.
+            signal.addEventListener('abort', () => void Promise.allSettled([current.tasks.stop(), current.runs.stop({ cancelRunning: false })]), { once: true })
           },
           onStoppedLeading: () => logger.warn('controller: lost the leader Lease; reconciling stopped'),
         })

@@ -16,6 +16,7 @@ import { TaskController } from '../../controllers/controller.ts'
 import { RunController } from '../../controllers/run-controller.ts'
 import type { ExecutionRequest, ExecutionResult, RunExecutor } from '../../controllers/executor.ts'
 import type { RunResource, TaskResource } from '../../controllers/task-reconciler.ts'
+import type { ResourceStore } from '../../controllers/resource-store.ts'
 import { FakeClock } from './fake-clock.ts'
 
 export type ExecutorMode = 'succeed' | 'fail' | 'timeout' | 'infra' | 'hang'
@@ -61,8 +62,8 @@ export interface World {
   clock: FakeClock
   service: SchedulerService
   executor: ScriptedExecutor
-  tasks: PostgresResourceStore<TaskResource>
-  runs: PostgresResourceStore<RunResource>
+  tasks: ResourceStore<TaskResource>
+  runs: ResourceStore<RunResource>
   refunds: { to: string; amount: bigint }[]
   controllers: { tasks: TaskController; runs: RunController }
   /** Waits until the controllers have nothing left to do at this instant. */
@@ -72,13 +73,23 @@ export interface World {
   close(): Promise<void>
 }
 
-export async function openWorld(options: { databaseUrl?: string; start?: string } = {}): Promise<World> {
+export interface WorldOptions {
+  databaseUrl?: string
+  start?: string
+  clock?: FakeClock
+  /** Another ResourceStore backend (Kubernetes) and executor (Jobs) instead of Postgres + scripted. */
+  stores?: { tasks: ResourceStore<TaskResource>; runs: ResourceStore<RunResource> }
+  /** Makes the executor of each (re)started controller, as a new process would. */
+  makeRunExecutor?: () => RunExecutor
+}
+
+export async function openWorld(options: WorldOptions = {}): Promise<World> {
   const db = options.databaseUrl ? await openDb({ kind: 'postgres', url: options.databaseUrl }) : await openDb({ kind: 'pglite', dataDir: 'memory://' })
   await migrate(db, migrationsDir)
-  const clock = new FakeClock(options.start ?? '2026-11-24T10:00:30Z')
+  const clock = options.clock ?? new FakeClock(options.start ?? '2026-11-24T10:00:30Z')
   const logger = createLogger('silent')
-  const tasks = new PostgresResourceStore<TaskResource>(db, { kind: 'Task', now: () => clock.now(), pollMs: 20 })
-  const runs = new PostgresResourceStore<RunResource>(db, { kind: 'Run', now: () => clock.now(), pollMs: 20 })
+  const tasks = options.stores?.tasks ?? new PostgresResourceStore<TaskResource>(db, { kind: 'Task', now: () => clock.now(), pollMs: 20 })
+  const runs = options.stores?.runs ?? new PostgresResourceStore<RunResource>(db, { kind: 'Run', now: () => clock.now(), pollMs: 20 })
   const refunds: { to: string; amount: bigint }[] = []
   const blobs = new Map<string, { data: Buffer; contentType: string }>()
   const executor = new ScriptedExecutor(clock)
@@ -107,7 +118,7 @@ export async function openWorld(options: { databaseUrl?: string; start?: string 
   })
   const make = () => ({
     tasks: new TaskController({ tasks, runs, clock, namespace: 'default' }),
-    runs: new RunController({ runs, ledger: service, executor, namespace: 'default', clock, maxParallel: 8 }),
+    runs: new RunController({ runs, ledger: service, executor: options.makeRunExecutor?.() ?? executor, namespace: 'default', clock, maxParallel: 8 }),
   })
   let controllers = make()
   await controllers.runs.start()
@@ -138,8 +149,8 @@ export async function openWorld(options: { databaseUrl?: string; start?: string 
       throw new Error('the controllers did not settle')
     },
     async crashAndRestart() {
-      // A dead process finishes nothing: stop the old controllers without waiting for their runs.
-      void controllers.runs.stop()
+      // A dead process cancels and finishes nothing: stop the old controllers, leave their runs.
+      await controllers.runs.stop({ cancelRunning: false })
       await controllers.tasks.stop()
       executor.mode = 'succeed'
       controllers = make()
