@@ -71,6 +71,19 @@ export interface TaskStatus {
   lastSkipped?: SkipRecord
   missedSlots?: number
   message?: string
+  /** Runs in flight (`kubectl get tasks` ACTIVE column). */
+  activeCount?: number
+  /** metav1.Condition list; `Ready` says whether the spec was accepted (False: InvalidSchedule). */
+  conditions?: Condition[]
+}
+
+export interface Condition {
+  type: string
+  status: 'True' | 'False' | 'Unknown'
+  reason: string
+  message: string
+  observedGeneration?: number
+  lastTransitionTime: string
 }
 
 export type RunPhase = 'Pending' | 'Queued' | 'Running' | 'Succeeded' | 'Failed' | 'Cancelled' | 'TimedOut' | 'Rejected'
@@ -282,6 +295,22 @@ export function reconcileTask(observed: Observed, options: ReconcileOptions = {}
   }
 
   status.active = [...active].sort()
+  status.activeCount = status.active.length
+  // Ready: the spec was understood. An invalid schedule is reported here, never a crash loop.
+  const invalid = status.phase === 'Invalid'
+  const readyStatus = invalid ? 'False' : 'True'
+  const previous = current.conditions?.find((condition) => condition.type === 'Ready')
+  status.conditions = [
+    {
+      type: 'Ready',
+      status: readyStatus,
+      reason: invalid ? 'InvalidSchedule' : (status.phase ?? 'Active'),
+      message: invalid ? (status.message ?? 'invalid schedule') : `task is ${(status.phase ?? 'Active').toLowerCase()}`,
+      observedGeneration: task.metadata.generation,
+      // Stable while the status holds, so a repeated reconcile writes nothing.
+      lastTransitionTime: previous !== undefined && previous.status === readyStatus ? previous.lastTransitionTime : now.toISOString(),
+    },
+  ]
   if (!sameJson(status, current)) actions.push({ type: 'patchTaskStatus', status })
   if (requeueMs !== undefined) actions.push({ type: 'requeueAfter', ms: requeueMs })
   return actions

@@ -62,6 +62,8 @@ const FULL_TASK_STATUS: Full<TaskStatus> = {
   lastSkipped: { slot: '2026-11-24T11:45:00Z', reason: 'ConcurrentRunActive' },
   missedSlots: 2,
   message: 'ok',
+  activeCount: 1,
+  conditions: [{ type: 'Ready', status: 'True', reason: 'Active', message: 'task is active', observedGeneration: 2, lastTransitionTime: '2026-11-24T11:00:00Z' }],
 }
 const FULL_RUN_SPEC: Full<RunSpec> = {
   taskRef: { name: 'nightly', uid: '0d7c5ad0-0000-4000-8000-000000000000', generation: 2 },

@@ -197,5 +197,6 @@ t.test('an invalid schedule creates nothing and says why', async (t) => {
   const actions = reconcileTask({ task: makeTask('bad', { schedule: { cron: '61 * * * *' } }, '2026-06-01T00:00:00.000Z'), runs: [], now: at('2026-06-01T01:00:00Z') })
   const patch = actions.find((a) => a.type === 'patchTaskStatus')
   t.equal(patch?.type === 'patchTaskStatus' ? patch.status.phase : undefined, 'Invalid')
+  t.match(patch?.type === 'patchTaskStatus' ? patch.status.conditions : undefined, [{ type: 'Ready', status: 'False', reason: 'InvalidSchedule', message: /61/ }], 'Ready=False with the reason')
   t.notOk(actions.some((a) => a.type === 'createRun'))
 })
