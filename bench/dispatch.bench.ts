@@ -50,8 +50,10 @@ const { values: args } = parseArgs({
     db: { type: 'string', default: 'postgres' },
     slots: { type: 'string', default: '1' },
     'max-parallel': { type: 'string', default: '4' },
-    concurrency: { type: 'string', default: '4' },
+    concurrency: { type: 'string', default: '256' },
     'poll-ms': { type: 'string', default: '100' },
+    'ahead-sec': { type: 'string', default: '15' },
+    pool: { type: 'string', default: '20' },
     'window-sec': { type: 'string', default: '300' },
     'create-concurrency': { type: 'string', default: '8' },
     'cpu-profile': { type: 'string' },
@@ -63,6 +65,10 @@ const SLOTS = Math.max(1, Math.min(2, Number(args.slots)))
 const MAX_PARALLEL = Number(args['max-parallel'])
 const CONCURRENCY = Number(args.concurrency)
 const POLL_MS = Number(args['poll-ms'])
+/** SCHEDULER_DISPATCH_AHEAD_SEC: cron Runs created and claimed this long before their slot. */
+const AHEAD_SEC = Number(args['ahead-sec'])
+/** DATABASE_POOL_MAX (default 20). */
+const POOL = Number(args.pool)
 const WINDOW_MS = Number(args['window-sec']) * 1000
 const CREATE_CONCURRENCY = DB_KIND === 'pglite' ? 1 : Number(args['create-concurrency'])
 const PG_URL = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
@@ -280,7 +286,7 @@ function nextBoundary(after: number): number {
 
 async function main(): Promise<void> {
   const atStart = memory()
-  const rawDb = DB_KIND === 'postgres' ? await openDb({ kind: 'postgres', url }) : await openDb({ kind: 'pglite', dataDir: 'memory://' })
+  const rawDb = DB_KIND === 'postgres' ? await openDb({ kind: 'postgres', url, poolMax: POOL }) : await openDb({ kind: 'pglite', dataDir: 'memory://' })
   const db = countingDb(rawDb)
   await migrate(rawDb, migrationsDir)
   const tasks = new PostgresResourceStore<TaskResource>(db, { kind: 'Task', pollMs: POLL_MS })
@@ -309,24 +315,37 @@ async function main(): Promise<void> {
     if (errors.length < 5) errors.push(`${where}: ${(err as Error).message ?? String(err)}`)
   }
   const timed: RunLedger = {
-    claimRun: async (input) => {
+    dispatchRun: async (input) => {
       const times = runTimes.get(input.runId)
       if (times !== undefined && times.claimStart === undefined) times.claimStart = Date.now()
-      const result = await service.claimRun(input)
-      if (times !== undefined && times.claimed === undefined && result.kind === 'claimed') times.claimed = Date.now()
+      const result = await service.dispatchRun(input)
+      if (times !== undefined && times.claimed === undefined && result.kind === 'claimed') times.claimed = times.requested = Date.now()
       return result
     },
-    executionRequest: async (runId, signal, adopt) => {
-      const result = await service.executionRequest(runId, signal, adopt)
-      const times = runTimes.get(runId)
-      if (times !== undefined && times.requested === undefined) times.requested = Date.now()
-      return result
-    },
+    startRuns: (runIds, adopt) => service.startRuns(runIds, adopt),
+    releaseRun: (runId, reason) => service.releaseRun(runId, reason),
     finishRun: (runId, result) => service.finishRun(runId, result),
     lostResult: (reason) => service.lostResult(reason),
   }
-  const taskController = new TaskController({ tasks: countingTasks(tasks), runs: timedRuns(runs), clock: controllerClock, namespace: NAMESPACE, concurrency: CONCURRENCY, onError })
-  const runController = new RunController({ runs: timedRuns(runs), ledger: timed, executor: new RecordingExecutor(), namespace: NAMESPACE, clock: controllerClock, maxParallel: MAX_PARALLEL, onError })
+  const taskController = new TaskController({
+    tasks: countingTasks(tasks),
+    runs: timedRuns(runs),
+    clock: controllerClock,
+    namespace: NAMESPACE,
+    concurrency: CONCURRENCY,
+    reconcile: { lookaheadMs: AHEAD_SEC * 1000 },
+    onError,
+  })
+  const runController = new RunController({
+    runs: timedRuns(runs),
+    ledger: timed,
+    executor: new RecordingExecutor(),
+    namespace: NAMESPACE,
+    clock: controllerClock,
+    maxParallel: MAX_PARALLEL,
+    prepareAheadMs: AHEAD_SEC * 1000,
+    onError,
+  })
   const taskReconcile = taskController.reconcile.bind(taskController)
   taskController.reconcile = async (key: string) => {
     const now = Date.now()
@@ -388,7 +407,7 @@ async function main(): Promise<void> {
 
   // ---- report
   console.log('\n=== Scheduler dispatch ===')
-  console.log(`db ${DB_KIND}, ${N} every-minute tasks, Node ${process.version}, TaskController concurrency ${CONCURRENCY}, RunController maxParallel ${MAX_PARALLEL}, pollMs ${POLL_MS}, Postgres pool 10`)
+  console.log(`db ${DB_KIND}, ${N} every-minute tasks, Node ${process.version}, TaskController concurrency ${CONCURRENCY}, RunController maxParallel ${MAX_PARALLEL}, pollMs ${POLL_MS}, Postgres pool ${POOL}, dispatch ahead ${AHEAD_SEC} s`)
   console.log(`create: ${(createMs / 1000).toFixed(1)} s (${(N / (createMs / 1000)).toFixed(0)} tasks/s, controllers running); controllers ${quiet ? 'quiet' : `NOT quiet (${pendingAtSlot} tasks not yet reconciled)`} before the first measured slot`)
   console.log(
     `memory (RSS / heapUsed): at start ${mib(atStart.rss)} / ${mib(atStart.heapUsed)}; before creating ${mib(beforeCreate.rss)} / ${mib(beforeCreate.heapUsed)}; after creating ${mib(afterCreate.rss)} / ${mib(afterCreate.heapUsed)}; peak during the window ${mib(window.mem.rss)} / ${mib(window.mem.heapUsed)}`,

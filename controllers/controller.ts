@@ -14,7 +14,7 @@ import {
   type ResourceStore,
 } from './resource-store.ts'
 import { Informer } from './informer.ts'
-import { reconcileTask, type Action, type ReconcileOptions, type RunResource, type TaskResource, type TaskStatus } from './task-reconciler.ts'
+import { isFinished, reconcileTask, type Action, type ReconcileOptions, type RunResource, type TaskResource, type TaskStatus } from './task-reconciler.ts'
 import { realTimers, WorkQueue, type Timers } from './work-queue.ts'
 
 export interface Clock extends Timers {
@@ -22,6 +22,12 @@ export interface Clock extends Timers {
 }
 
 export const systemClock: Clock = { now: () => new Date(), ...realTimers }
+
+const BY_TASK = 'task'
+
+function ownerTaskOf(run: RunResource): string | undefined {
+  return run.metadata.ownerReferences?.find((ref) => ref.kind === 'Task')?.name ?? run.spec.taskRef?.name
+}
 
 export const TASK_LABEL = 'jobs.agent-gateway.dev/task'
 export const TRIGGER_LABEL = 'jobs.agent-gateway.dev/trigger'
@@ -34,6 +40,7 @@ export interface TaskControllerOptions {
   reconcile?: ReconcileOptions
   /** Added to requeueAfter so the timer fires just after the slot (CronJob uses 100 ms). */
   requeuePaddingMs?: number
+  /** Tasks reconciled at once (default 256): their writes are group-committed by the store, so more at once means bigger batches, not more load. */
   concurrency?: number
   onError?: (where: string, err: unknown) => void
 }
@@ -55,16 +62,24 @@ export class TaskController {
     this.#tasks = new Informer(options.tasks, informerOptions)
     this.#runs = new Informer(options.runs, informerOptions)
     this.#queue = new WorkQueue((key) => this.reconcile(key), {
-      concurrency: options.concurrency ?? 4,
+      concurrency: options.concurrency ?? 256,
       delayTimers: this.#clock,
       onError: (key, err) => {
         this.stats.errors += 1
         onError(`reconcile ${key}`, err)
       },
     })
+    // Runs by owning Task, so a reconcile reads its runs without scanning every cached Run.
+    this.#runs.addIndex(BY_TASK, (run) => {
+      const owner = ownerTaskOf(run)
+      return owner === undefined ? undefined : objectKey({ namespace: run.metadata.namespace, name: owner })
+    })
     this.#tasks.on((_type, task) => this.#queue.add(objectKey(task.metadata)))
-    this.#runs.on((_type, run) => {
-      const owner = run.metadata.ownerReferences?.find((ref) => ref.kind === 'Task')?.name ?? run.spec.taskRef?.name
+    this.#runs.on((type, run, old) => {
+      // A Task's decisions depend on which of its Runs exist and which are finished; a Run's other
+      // status writes (Running, the start time) change nothing for it.
+      if (type === 'MODIFIED' && old !== undefined && isFinished(old) === isFinished(run)) return
+      const owner = ownerTaskOf(run)
       if (owner !== undefined) this.#queue.add(objectKey({ namespace: run.metadata.namespace, name: owner }))
     })
   }
@@ -93,7 +108,7 @@ export class TaskController {
     const task = this.#tasks.get(namespace, name)
     if (task === undefined) return
     this.stats.reconciles += 1
-    const runs = this.#runs.list((run) => run.metadata.namespace === namespace && run.spec.taskRef?.name === name)
+    const runs = this.#runs.byIndex(BY_TASK, key).filter((run) => run.spec.taskRef?.name === name)
     const actions = reconcileTask({ task, runs, now: this.#clock.now() }, this.#options.reconcile)
     await this.#apply(key, task, actions)
   }
@@ -115,6 +130,7 @@ export class TaskController {
           spec: {
             taskRef: { name, uid: task.metadata.uid, generation: task.metadata.generation },
             trigger: { type: action.trigger, scheduledTime: action.slot },
+            ...(action.notBefore === undefined ? {} : { notBefore: action.notBefore }),
           },
           status: { phase: 'Pending' },
         })

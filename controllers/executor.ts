@@ -49,6 +49,8 @@ export interface ExecutionResult {
   runtimeVersion: string
   /** Why it failed, in words, when it did (image pull error, missing Secret, OOM, …). */
   error?: string
+  /** Nothing ran: the run was released before it started (costs nothing). */
+  notStarted?: boolean
 }
 
 export interface RunExecutor {

@@ -29,6 +29,9 @@ export class Informer<R extends AnyResource> {
   readonly #options: InformerOptions
   readonly #handlers: InformerHandler<R>[] = []
   readonly #cache = new Map<string, R>()
+  /** Secondary indexes (client-go Indexer): index name → value → keys. */
+  readonly #indexers = new Map<string, (object: R) => string | undefined>()
+  readonly #indexes = new Map<string, Map<string, Set<string>>>()
   #abort = new AbortController()
   #running: Promise<void> | undefined
   #synced = false
@@ -52,6 +55,44 @@ export class Informer<R extends AnyResource> {
   list(filter?: (object: R) => boolean): R[] {
     const all = [...this.#cache.values()]
     return filter === undefined ? all : all.filter(filter)
+  }
+
+  /** Adds a secondary index; call before start(). byIndex() then answers without scanning the cache. */
+  addIndex(name: string, valueOf: (object: R) => string | undefined): void {
+    this.#indexers.set(name, valueOf)
+    this.#indexes.set(name, new Map())
+    for (const [key, object] of this.#cache) this.#index(key, undefined, object)
+  }
+
+  /** Objects whose index `name` value is `value`. */
+  byIndex(name: string, value: string): R[] {
+    const keys = this.#indexes.get(name)?.get(value)
+    if (keys === undefined) return []
+    const out: R[] = []
+    for (const key of keys) {
+      const object = this.#cache.get(key)
+      if (object !== undefined) out.push(object)
+    }
+    return out
+  }
+
+  #index(key: string, old: R | undefined, object: R | undefined): void {
+    for (const [name, valueOf] of this.#indexers) {
+      const index = this.#indexes.get(name) as Map<string, Set<string>>
+      const before = old === undefined ? undefined : valueOf(old)
+      const after = object === undefined ? undefined : valueOf(object)
+      if (before === after) continue
+      if (before !== undefined) {
+        const keys = index.get(before)
+        keys?.delete(key)
+        if (keys?.size === 0) index.delete(before)
+      }
+      if (after !== undefined) {
+        let keys = index.get(after)
+        if (keys === undefined) index.set(after, (keys = new Set()))
+        keys.add(key)
+      }
+    }
   }
 
   get hasSynced(): boolean {
@@ -124,11 +165,13 @@ export class Informer<R extends AnyResource> {
       seen.add(key)
       const old = this.#cache.get(key)
       this.#cache.set(key, item)
+      this.#index(key, old, item)
       changes.push([old === undefined ? 'ADDED' : 'SYNC', item, old])
     }
     for (const [key, old] of [...this.#cache]) {
       if (seen.has(key)) continue
       this.#cache.delete(key)
+      this.#index(key, old, undefined)
       changes.push(['DELETED', old, old])
     }
     if (!this.#synced) {
@@ -155,11 +198,13 @@ export class Informer<R extends AnyResource> {
     if (event.type === 'DELETED' || !this.#matches(object)) {
       if (old === undefined) return
       this.#cache.delete(key)
+      this.#index(key, old, undefined)
       this.#emit('DELETED', object, old)
       return
     }
     if (old !== undefined && BigInt(old.metadata.resourceVersion) >= BigInt(object.metadata.resourceVersion)) return
     this.#cache.set(key, object)
+    this.#index(key, old, object)
     this.#emit(old === undefined ? 'ADDED' : 'MODIFIED', object, old)
   }
 

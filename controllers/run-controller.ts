@@ -1,13 +1,19 @@
 // The Run controller: turns Run resources into executions. An informer on Runs feeds a per-key work
 // queue; the pure reconcileRun decides per Run, the adapter applies:
-// - start: claim the run in the ledger (funding check + reservation, once per run name), mark the
-//   Run Running, execute it through the RunExecutor port in the background, then finish it in the
-//   ledger (cost settled exactly once) and write the final phase;
-// - a Run deleted or cancelled mid-flight aborts its execution; the executor stops the attempt and
-//   the ledger still settles what it used;
+// - prepare: claim the run in the ledger (the dispatch: funding check + reservation, once per run
+//   name) and build its execution request. A Run with spec.notBefore (created ahead of its cron
+//   slot, or a delayed continuation) is prepared up to `prepareAheadMs` before that instant, so the
+//   slot itself costs no database round trip per run;
+// - start: at notBefore (or at once), prepared runs are marked started in the ledger in batches
+//   (claimed → running, exactly once per run name) and executed through the RunExecutor port, up to
+//   `maxParallel` at a time; then the cost is settled in the ledger exactly once and the final phase
+//   is written;
+// - a Run deleted or cancelled mid-flight aborts its execution (the ledger still settles what it
+//   used); one deleted or cancelled while prepared is released at no cost;
 // - a Run found Running that this process is not executing was orphaned by a restart: the
 //   Kubernetes executor re-attaches to its Job (same deterministic Job name), the local one cannot
-//   (the sandbox died with the old process) and the run is settled as lost, at no cost.
+//   (the sandbox died with the old process) and the run is settled as lost, at no cost. A prepared
+//   run is only in memory: after a restart its claim is found again and it is prepared anew.
 // Money never lives in the Run resource: its status mirrors the settled cost for display only.
 import { objectKey, splitKey, type ResourceStore } from './resource-store.ts'
 import { Informer } from './informer.ts'
@@ -24,45 +30,67 @@ export interface SettledRun {
   finished_at: Date | null
 }
 
+export type PreparedRequest = Omit<ExecutionRequest, 'namespace' | 'taskUid' | 'runUid'>
+
 /** The ledger side of a run (implemented by src/scheduler/service.ts). */
 export interface RunLedger {
-  claimRun(input: { runId: string; taskId: string; trigger: TriggerType }): Promise<
-    { kind: 'claimed'; run: SettledRun } | { kind: 'skipped'; reason: string; message: string } | { kind: 'deferred' }
+  /**
+   * The dispatch decision, once per run name (funding check, reservation), and for a run claimed
+   * (or running, when adopting) its execution request with a fresh helper token. `ahead`: the
+   * run's instant has not come yet; a run that would be skipped only because another run of the
+   * task is in flight is deferred instead (that run may finish before the slot).
+   */
+  dispatchRun(input: { runId: string; taskId: string; trigger: TriggerType; ahead?: boolean; signal: AbortSignal }): Promise<
+    | { kind: 'claimed'; run: SettledRun & { status: string }; request?: PreparedRequest }
+    | { kind: 'skipped'; reason: string; message: string }
+    | { kind: 'deferred' }
   >
-  /** Marks the run started (claimed → running; with adopt also running → running) and builds its request; undefined if another executor started it. */
-  executionRequest(runId: string, signal: AbortSignal, adopt?: boolean): Promise<Omit<ExecutionRequest, 'namespace' | 'taskUid' | 'runUid'> | undefined>
+  /** Marks runs started (claimed → running; the `adopt` ones also running → running); returns those this call started. */
+  startRuns(runIds: readonly string[], adopt?: readonly string[]): Promise<Set<string>>
   finishRun(runId: string, result: ExecutionResult): Promise<{ run: SettledRun }>
+  /** Settles a claimed run that never started (deleted or cancelled before its instant): no cost. */
+  releaseRun(runId: string, reason: string): Promise<{ run: SettledRun }>
   lostResult(reason: string): ExecutionResult
+  /** Runs claimed or running in the ledger since before `before` (for the orphan sweep). */
+  openRuns?(before: Date): Promise<{ id: string; status: string }[]>
 }
 
 export type RunAction =
   | { type: 'none' }
-  | { type: 'start' }
+  | { type: 'prepare'; dueAt: number }
   | { type: 'adopt' }
+  | { type: 'settleLost' }
   | { type: 'abort' }
+  | { type: 'release' }
   | { type: 'requeueAfter'; ms: number }
 
 export interface RunObserved {
   run: RunResource | undefined
   /** This process is executing the run now. */
   executing: boolean
+  /** This process has claimed the run and holds it until its instant. */
+  prepared: boolean
   /** The executor can re-attach to an attempt a previous process started (Kubernetes Jobs). */
   canAdopt: boolean
   now: Date
+  /** How long before spec.notBefore a run is claimed and prepared. */
+  prepareAheadMs: number
 }
 
 /** PURE: what to do with one Run. */
 export function reconcileRun(observed: RunObserved): RunAction {
-  const { run, executing, now } = observed
+  const { run, executing, prepared, now } = observed
   if (run === undefined || run.metadata.deletionTimestamp !== undefined || run.spec.cancelRequested === true) {
-    return executing ? { type: 'abort' } : { type: 'none' }
+    return executing ? { type: 'abort' } : prepared ? { type: 'release' } : { type: 'none' }
   }
-  if (isFinished(run) || executing) return { type: 'none' }
+  if (isFinished(run) || executing || prepared) return { type: 'none' }
   const phase = run.status?.phase ?? 'Pending'
-  if (phase === 'Running') return observed.canAdopt ? { type: 'adopt' } : { type: 'start' }
-  const notBefore = run.spec.notBefore === undefined ? undefined : Date.parse(run.spec.notBefore)
-  if (notBefore !== undefined && notBefore > now.getTime()) return { type: 'requeueAfter', ms: notBefore - now.getTime() }
-  return { type: 'start' }
+  if (phase === 'Running') return observed.canAdopt ? { type: 'adopt' } : { type: 'settleLost' }
+  const notBefore = run.spec.notBefore === undefined ? Number.NaN : Date.parse(run.spec.notBefore)
+  const dueAt = Number.isNaN(notBefore) ? now.getTime() : Math.max(notBefore, now.getTime())
+  const early = dueAt - now.getTime() - observed.prepareAheadMs
+  if (early > 0) return { type: 'requeueAfter', ms: early }
+  return { type: 'prepare', dueAt }
 }
 
 const PHASE_OF: Record<string, RunPhase> = { succeeded: 'Succeeded', failed: 'Failed', timed_out: 'TimedOut', cancelled: 'Cancelled', skipped: 'Rejected' }
@@ -73,12 +101,34 @@ export interface RunControllerOptions {
   executor: RunExecutor
   namespace?: string
   clock?: { now(): Date } & Timers
-  /** Runs executing at once in this process (default 4); more wait in the queue. */
+  /** Runs executing at once in this process (default 4); more wait, claimed, for a free place. */
   maxParallel?: number
+  /** Claim and prepare a run this long before its spec.notBefore (default 0: at that instant). */
+  prepareAheadMs?: number
+  /** Runs reconciled (claimed, prepared) at once (default 64; database calls queue on the pool). */
+  concurrency?: number
   /** How long a deferred run (behind an in-flight one) waits before it is looked at again. */
   deferMs?: number
+  /**
+   * Every this often (and at start), ledger runs claimed or running for over a minute whose Run
+   * resource is gone (deleted while no controller watched) are settled: released, or lost. Default 60 s; 0 = never.
+   */
+  sweepMs?: number
   onError?: (where: string, err: unknown) => void
 }
+
+interface Prepared {
+  key: string
+  run: RunResource
+  request: PreparedRequest
+  abort: AbortController
+  dueAt: number
+  adopt: boolean
+}
+
+/** Runs marked started per ledger call, and such calls in flight at once. */
+const START_BATCH = 500
+const START_CALLS = 4
 
 export class RunController {
   readonly #options: RunControllerOptions
@@ -89,7 +139,15 @@ export class RunController {
   readonly #done = new Set<Promise<void>>()
   /** Runs this process settled whose final phase the informer has not shown yet (not orphans). */
   readonly #settled = new Set<string>()
-  readonly stats = { started: 0, finished: 0, skipped: 0, deferred: 0, lost: 0, adopted: 0, errors: 0 }
+  /** Claimed and prepared, not started: by key, and by the instant they are due. */
+  readonly #prepared = new Map<string, Prepared>()
+  readonly #dueBuckets = new Map<number, { keys: Set<string>; timer: unknown }>()
+  /** Due prepared runs waiting for a free place, oldest first. */
+  #ready: string[] = []
+  #starting = 0
+  #startCalls = 0
+  #stopped = false
+  readonly stats = { started: 0, finished: 0, skipped: 0, deferred: 0, lost: 0, adopted: 0, released: 0, errors: 0 }
 
   constructor(options: RunControllerOptions) {
     this.#options = options
@@ -100,7 +158,7 @@ export class RunController {
       onError: (error) => onError('run informer', error),
     })
     this.#queue = new WorkQueue((key) => this.reconcile(key), {
-      concurrency: 8,
+      concurrency: options.concurrency ?? 64,
       delayTimers: this.#clock,
       onError: (key, error) => {
         this.stats.errors += 1
@@ -111,33 +169,81 @@ export class RunController {
   }
 
   async start(): Promise<void> {
+    this.#stopped = false
     await this.#informer.start()
+    this.#armSweep(0)
+  }
+
+  #sweepTimer: unknown
+
+  #armSweep(ms: number): void {
+    const every = this.#options.sweepMs ?? 60_000
+    if (every <= 0 || this.#options.ledger.openRuns === undefined || this.#stopped) return
+    this.#sweepTimer = this.#clock.setTimeout(() => {
+      this.sweep()
+        .catch((error: unknown) => this.#options.onError?.('orphan sweep', error))
+        .finally(() => this.#armSweep(every))
+    }, ms)
+  }
+
+  /**
+   * Settles ledger runs whose Run resource is gone and that this process does not hold: a claim is
+   * released at no cost, a started run is lost (its sandbox or Job went with the resource).
+   */
+  async sweep(): Promise<number> {
+    const { ledger } = this.#options
+    if (ledger.openRuns === undefined || !this.#informer.hasSynced) return 0
+    const open = await ledger.openRuns(new Date(this.#clock.now().getTime() - 60_000))
+    if (open.length === 0) return 0
+    const known = new Set(this.#informer.list().map((run) => run.metadata.name))
+    const held = new Set([...this.#prepared.keys(), ...this.#executing.keys()].map((key) => splitKey(key).name))
+    let settled = 0
+    for (const { id, status } of open) {
+      if (known.has(id) || held.has(id) || this.#stopped) continue
+      if (status === 'claimed') await ledger.releaseRun(id, 'the run resource was deleted before the run started')
+      else await ledger.finishRun(id, ledger.lostResult('the run resource was deleted while the run was in flight'))
+      settled += 1
+    }
+    return settled
   }
 
   /**
    * Stops reconciling. By default in-flight runs are cancelled and settled; with
    * `{ cancelRunning: false }` they are left alone (a lost leader Lease: the Jobs keep running and
-   * the next leader adopts them), and nothing waits for them.
+   * the next leader adopts them), and nothing waits for them. Prepared runs are dropped, not
+   * released: their claims stay, and the next controller prepares them again.
    */
   async stop(options: { cancelRunning?: boolean } = {}): Promise<void> {
+    this.#stopped = true
     this.#queue.stop()
+    if (this.#sweepTimer !== undefined) this.#clock.clearTimeout(this.#sweepTimer as never)
+    for (const bucket of this.#dueBuckets.values()) this.#clock.clearTimeout(bucket.timer as never)
+    this.#dueBuckets.clear()
+    this.#prepared.clear()
+    this.#ready = []
     await this.#informer.stop()
     if (options.cancelRunning === false) return
     for (const abort of this.#executing.values()) abort.abort()
     await Promise.allSettled([...this.#done])
   }
 
-  /** Resolves when nothing is queued, reconciling or executing. */
+  /** Resolves when nothing is queued, reconciling, starting or executing (runs waiting for their instant do not count). */
   async idle(): Promise<void> {
     for (;;) {
       await this.#queue.idle()
-      if (this.#done.size === 0) return
-      await Promise.allSettled([...this.#done])
+      if (this.#done.size === 0 && this.#starting === 0 && this.#ready.length === 0) return
+      if (this.#done.size > 0) await Promise.allSettled([...this.#done])
+      else await new Promise((resolve) => setImmediate(resolve))
     }
   }
 
   get executing(): number {
     return this.#executing.size
+  }
+
+  /** Claimed runs held until their instant or a free place. */
+  get prepared(): number {
+    return this.#prepared.size
   }
 
   async reconcile(key: string): Promise<void> {
@@ -148,40 +254,72 @@ export class RunController {
       if (run === undefined || isFinished(run)) this.#settled.delete(key)
       return
     }
-    const action = reconcileRun({ run, executing: this.#executing.has(key), canAdopt: this.#options.executor.kind === 'kubernetes', now: this.#clock.now() })
+    const action = reconcileRun({
+      run,
+      executing: this.#executing.has(key),
+      prepared: this.#prepared.has(key),
+      canAdopt: this.#options.executor.kind === 'kubernetes',
+      now: this.#clock.now(),
+      prepareAheadMs: this.#options.prepareAheadMs ?? 0,
+    })
     switch (action.type) {
       case 'none':
         return
       case 'abort':
         this.#executing.get(key)?.abort()
         return
+      case 'release':
+        await this.#release(key, run === undefined ? 'the run was deleted before it started' : 'the run was cancelled before it started')
+        return
       case 'requeueAfter':
         this.#queue.addAfter(key, action.ms + 50)
         return
-      case 'start':
+      case 'settleLost':
+        await this.#settleLost(run as RunResource)
+        return
       case 'adopt':
-        if (this.#executing.size >= (this.#options.maxParallel ?? 4)) {
+      case 'prepare': {
+        const dueAt = action.type === 'prepare' ? action.dueAt : this.#clock.now().getTime()
+        // A run due now takes a place only when one is free (it is claimed at that moment); one due
+        // later is claimed ahead whatever the load, and waits for a place at its instant.
+        if (dueAt <= this.#clock.now().getTime() && this.#load() >= this.#maxParallel()) {
           this.#queue.addAfter(key, 250)
           return
         }
-        await this.#start(key, run as RunResource, action.type === 'adopt')
+        await this.#prepare(key, run as RunResource, dueAt, action.type === 'adopt')
+      }
     }
   }
 
-  async #start(key: string, run: RunResource, adopt: boolean): Promise<void> {
+  #maxParallel(): number {
+    return this.#options.maxParallel ?? 4
+  }
+
+  /** Places taken or promised: executing, being started, due and waiting. */
+  #load(): number {
+    return this.#executing.size + this.#starting + this.#ready.length
+  }
+
+  async #settleLost(run: RunResource): Promise<void> {
+    // Orphaned by a restart of a local executor: the sandbox is gone; settle it as lost (free).
+    const { ledger } = this.#options
+    this.stats.lost += 1
+    const { run: final } = await ledger.finishRun(run.metadata.name, ledger.lostResult('the executor restarted while the run was in flight'))
+    await this.#writeFinal(run, final)
+  }
+
+  async #prepare(key: string, run: RunResource, dueAt: number, adopt: boolean): Promise<void> {
     const { ledger, runs } = this.#options
     const { namespace, name } = run.metadata
-    if (run.status?.phase === 'Running' && !adopt) {
-      // Orphaned by a restart of a local executor: the sandbox is gone; settle it as lost (free).
-      this.stats.lost += 1
-      const { run: final } = await ledger.finishRun(name, ledger.lostResult('the executor restarted while the run was in flight'))
-      await this.#writeFinal(run, final)
-      return
-    }
-    const claim = await ledger.claimRun({ runId: name, taskId: run.spec.taskRef.name, trigger: run.spec.trigger.type })
+    const ahead = dueAt > this.#clock.now().getTime()
+    const abort = new AbortController()
+    const claim = await ledger.dispatchRun({ runId: name, taskId: run.spec.taskRef.name, trigger: run.spec.trigger.type, signal: abort.signal, ...(ahead ? { ahead } : {}) })
     if (claim.kind === 'deferred') {
       this.stats.deferred += 1
-      this.#queue.addAfter(key, this.#options.deferMs ?? 5_000)
+      // Behind an in-flight run: look again soon, and at the latest at the run's instant (where a
+      // scheduled run still behind one is skipped, concurrencyPolicy Forbid).
+      const wait = Math.min(this.#options.deferMs ?? 5_000, Math.max(0, dueAt - this.#clock.now().getTime()))
+      this.#queue.addAfter(key, Math.max(50, wait))
       return
     }
     if (claim.kind === 'skipped') {
@@ -191,9 +329,7 @@ export class RunController {
     }
     if (claim.run.status === 'running' && !adopt) {
       // Started by a process that died before writing phase Running: the sandbox died with it.
-      this.stats.lost += 1
-      const { run: final } = await ledger.finishRun(name, ledger.lostResult('the executor restarted while the run was in flight'))
-      await this.#writeFinal(run, final)
+      await this.#settleLost(run)
       return
     }
     if (claim.run.status !== 'claimed' && claim.run.status !== 'running') {
@@ -201,38 +337,143 @@ export class RunController {
       await this.#writeFinal(run, claim.run)
       return
     }
-    const abort = new AbortController()
-    this.#executing.set(key, abort)
+    const request = claim.request
+    if (request === undefined || this.#stopped) return
+    const prepared: Prepared = { key, run, request, abort, dueAt, adopt }
+    this.#prepared.set(key, prepared)
+    // Deleted or cancelled while the claim was being made: release it now.
+    const current = this.#informer.get(namespace, name)
+    if (current === undefined || current.spec.cancelRequested === true || current.metadata.deletionTimestamp !== undefined) {
+      await this.#release(key, 'the run was deleted before it started')
+      return
+    }
+    if (dueAt <= this.#clock.now().getTime()) {
+      this.#ready.push(key)
+      this.#pump()
+      return
+    }
+    let bucket = this.#dueBuckets.get(dueAt)
+    if (bucket === undefined) {
+      const keys = new Set<string>()
+      const timer = this.#clock.setTimeout(() => this.#due(dueAt), Math.max(0, dueAt - this.#clock.now().getTime()))
+      bucket = { keys, timer }
+      this.#dueBuckets.set(dueAt, bucket)
+    }
+    bucket.keys.add(key)
+  }
+
+  /** An instant came: its prepared runs queue for a place, in the order they were prepared. */
+  #due(dueAt: number): void {
+    const bucket = this.#dueBuckets.get(dueAt)
+    this.#dueBuckets.delete(dueAt)
+    if (bucket === undefined || this.#stopped) return
+    for (const key of bucket.keys) if (this.#prepared.has(key)) this.#ready.push(key)
+    this.#pump()
+  }
+
+  /** Starts due prepared runs while places are free: one ledger call per batch marks them started. */
+  #pump(): void {
+    while (!this.#stopped && this.#ready.length > 0 && this.#startCalls < START_CALLS) {
+      const free = this.#maxParallel() - this.#executing.size - this.#starting
+      if (free <= 0) return
+      const batch: Prepared[] = []
+      while (batch.length < Math.min(free, START_BATCH) && this.#ready.length > 0) {
+        const prepared = this.#prepared.get(this.#ready.shift() as string)
+        if (prepared !== undefined) batch.push(prepared)
+      }
+      if (batch.length === 0) return
+      this.#starting += batch.length
+      this.#startCalls += 1
+      const names = batch.map((p) => p.run.metadata.name)
+      const adopt = batch.filter((p) => p.adopt).map((p) => p.run.metadata.name)
+      this.#options.ledger
+        .startRuns(names, adopt)
+        .then(
+          (started) => {
+            for (const prepared of batch) {
+              // Released meanwhile (deleted or cancelled): the release settled it; never execute it.
+              if (this.#prepared.get(prepared.key) !== prepared) continue
+              this.#prepared.delete(prepared.key)
+              if (started.has(prepared.run.metadata.name)) this.#launch(prepared)
+            }
+          },
+          (error: unknown) => {
+            // Not started: they stay prepared and are tried again after a pause.
+            this.stats.errors += 1
+            this.#options.onError?.('start runs', error)
+            const keys = batch.filter((p) => this.#prepared.get(p.key) === p).map((p) => p.key)
+            this.#clock.setTimeout(() => {
+              this.#ready.unshift(...keys.filter((key) => this.#prepared.has(key)))
+              this.#pump()
+            }, 1_000)
+          },
+        )
+        .finally(() => {
+          this.#starting -= batch.length
+          this.#startCalls -= 1
+          this.#pump()
+        })
+    }
+  }
+
+  #launch(prepared: Prepared): void {
+    const { key, adopt } = prepared
+    this.#executing.set(key, prepared.abort)
     if (adopt) this.stats.adopted += 1
     else this.stats.started += 1
-    const done = this.#execute(run, abort, adopt)
+    const done = this.#execute(prepared)
       .catch((error: unknown) => {
         this.stats.errors += 1
         this.#options.onError?.(`run ${key}`, error)
       })
       .finally(() => {
-      this.#settled.add(key)
-      this.#executing.delete(key)
-      this.#done.delete(done)
-    })
+        this.#free(key)
+        this.#done.delete(done)
+      })
     this.#done.add(done)
   }
 
-  async #execute(run: RunResource, abort: AbortController, adopt: boolean): Promise<void> {
+  /** The attempt is over: its place goes to the next due run (settling it needs no place). */
+  #free(key: string): void {
+    if (!this.#executing.has(key)) return
+    // Marked settled first: until its final phase shows, the Run (still Running) is no orphan.
+    this.#settled.add(key)
+    this.#executing.delete(key)
+    this.#pump()
+  }
+
+  async #release(key: string, reason: string): Promise<void> {
+    const prepared = this.#prepared.get(key)
+    if (prepared === undefined) return
+    this.#prepared.delete(key)
+    this.#dueBuckets.get(prepared.dueAt)?.keys.delete(key)
+    prepared.abort.abort()
+    this.stats.released += 1
+    const { run: final } = await this.#options.ledger.releaseRun(prepared.run.metadata.name, reason)
+    this.#settled.add(key)
+    await this.#writeFinal(prepared.run, final)
+  }
+
+  async #execute(prepared: Prepared): Promise<void> {
     const { ledger, runs, executor } = this.#options
+    const { run, request, abort } = prepared
     const { namespace, name, uid } = run.metadata
     let result: ExecutionResult
+    let runningWrite: Promise<unknown> = Promise.resolve()
     try {
-      const request = await ledger.executionRequest(name, abort.signal, adopt)
-      if (request === undefined) return // another executor started it first
-      await runs.patchStatus(namespace, name, { phase: 'Running', startTime: this.#clock.now().toISOString() }).catch(() => {})
-      result = await executor.execute({ ...request, namespace, runUid: uid, ...(run.spec.taskRef.uid ? { taskUid: run.spec.taskRef.uid } : {}) })
+      const execution = executor.execute({ ...request, signal: abort.signal, namespace, runUid: uid, ...(run.spec.taskRef.uid ? { taskUid: run.spec.taskRef.uid } : {}) })
+      // The Running phase is for display (kubectl; the API reads the ledger): off the start path,
+      // but written before the final phase.
+      runningWrite = runs.patchStatus(namespace, name, { phase: 'Running', startTime: this.#clock.now().toISOString() }).catch(() => {})
+      result = await execution
     } catch (error) {
       this.#options.onError?.(`execute ${name}`, error)
       result = ledger.lostResult(`the executor failed: ${(error as Error).message ?? String(error)}`)
     }
+    this.#free(prepared.key)
     const { run: final } = await ledger.finishRun(name, result)
     this.stats.finished += 1
+    await runningWrite
     await this.#writeFinal(run, final)
   }
 

@@ -119,7 +119,7 @@ export type TaskResource = Resource<TaskSpec, TaskStatus>
 export type RunResource = Resource<RunSpec, RunStatus>
 
 export type Action =
-  | { type: 'createRun'; name: string; slot: string; trigger: TriggerType }
+  | { type: 'createRun'; name: string; slot: string; trigger: TriggerType; notBefore?: string }
   | { type: 'deleteRun'; name: string }
   | { type: 'patchTaskStatus'; status: TaskStatus }
   | { type: 'requeueAfter'; ms: number }
@@ -131,6 +131,11 @@ export interface ReconcileOptions {
   defaultFailedRunsHistoryLimit?: number
   /** Bound on the missed-slot scan (CronJob uses 100); past it the task resumes from now. */
   maxMissedScan?: number
+  /**
+   * Create the next slot's Run this long before the slot (spec.notBefore = the slot), so it can be
+   * dispatched ahead and started on time. 0 (default) = create it at the slot.
+   */
+  lookaheadMs?: number
 }
 
 export interface Observed {
@@ -142,6 +147,12 @@ export interface Observed {
 
 const FINISHED_OK: ReadonlySet<RunPhase> = new Set(['Succeeded'])
 const FINISHED_BAD: ReadonlySet<RunPhase> = new Set(['Failed', 'Cancelled', 'TimedOut', 'Rejected'])
+
+/** A scheduled Run created ahead of its slot that has not been started (nothing runs yet). */
+export function isWaitingForSlot(run: RunResource, now: Date): boolean {
+  const notBefore = run.spec.notBefore === undefined ? Number.NaN : Date.parse(run.spec.notBefore)
+  return run.spec.trigger?.type === 'schedule' && (run.status?.phase ?? 'Pending') === 'Pending' && notBefore > now.getTime()
+}
 
 export function isFinished(run: RunResource): boolean {
   const phase = run.status?.phase
@@ -213,15 +224,20 @@ export function reconcileTask(observed: Observed, options: ReconcileOptions = {}
   for (const name of historyDeletes(runs, keepOk, keepBad)) actions.push({ type: 'deleteRun', name })
 
   const existing = new Set(runs.map((run) => run.metadata.name))
-  const active = runs.filter((run) => !isFinished(run)).map((run) => run.metadata.name)
+  // A run created ahead of its slot is not in flight until its slot comes.
+  const waiting = runs.filter((run) => isWaitingForSlot(run, now))
+  const active = runs.filter((run) => !isFinished(run) && !isWaitingForSlot(run, now)).map((run) => run.metadata.name)
   const forbid = (spec.concurrencyPolicy ?? 'Forbid') === 'Forbid'
   const status: TaskStatus = { ...current, observedGeneration: task.metadata.generation }
   delete status.message
-  const create = (name: string, slot: Date, trigger: TriggerType): void => {
-    if (!existing.has(name)) actions.push({ type: 'createRun', name, slot: slot.toISOString(), trigger })
+  const create = (name: string, slot: Date, trigger: TriggerType, ahead = false): void => {
+    if (!existing.has(name)) actions.push(ahead ? { type: 'createRun', name, slot: slot.toISOString(), trigger, notBefore: slot.toISOString() } : { type: 'createRun', name, slot: slot.toISOString(), trigger })
     existing.add(name)
-    if (!active.includes(name)) active.push(name)
+    if (!ahead && !active.includes(name)) active.push(name)
   }
+  // Runs created ahead for slots that will not come (suspended, completed, schedule changed or
+  // ended) are deleted; the run controller releases anything it had dispatched for them.
+  const keepWaiting = new Set<string>()
 
   // On-demand trigger: at most one run per request instant.
   const requested = parseInstant(spec.triggerRequestedAt)
@@ -289,9 +305,21 @@ export function reconcileTask(observed: Observed, options: ReconcileOptions = {}
         } else {
           status.nextRunAt = next.toISOString()
           requeueMs = next.getTime() - now.getTime()
+          const lookahead = options.lookaheadMs ?? 0
+          if (lookahead > 0 && requeueMs <= lookahead) {
+            const name = slotName(task.metadata.name, next)
+            keepWaiting.add(name)
+            create(name, next, 'schedule', true)
+          } else if (lookahead > 0) {
+            requeueMs -= lookahead // wake up when the next slot's Run is to be created
+          }
         }
       }
     }
+  }
+
+  for (const run of waiting) {
+    if (!keepWaiting.has(run.metadata.name)) actions.push({ type: 'deleteRun', name: run.metadata.name })
   }
 
   status.active = [...active].sort()

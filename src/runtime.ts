@@ -62,7 +62,7 @@ export const IMPLEMENTED_OPERATIONS: ReadonlySet<string> = new Set([...GATEWAY_O
 
 /** The database of this process; the embedded one also takes the DATA_DIR lock (released on close). */
 export async function openPlatformDb(config: Config): Promise<Db> {
-  if (config.databaseUrl) return openDb({ kind: 'postgres', url: config.databaseUrl })
+  if (config.databaseUrl) return openDb({ kind: 'postgres', url: config.databaseUrl, poolMax: config.databasePoolMax })
   const unlock = lockDataDir(config.dataDir)
   try {
     const db = await openDb({ kind: 'pglite', dataDir: path.join(config.dataDir, 'pgdata') })
@@ -153,13 +153,23 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
       logs: blobs,
       publicUrl: config.publicSchedulerUrl,
       internalUrl: config.schedulerInternalUrl,
+      gatewayUrl: config.publicBaseUrl,
       ...(backend.envSecrets ? { envSecrets: backend.envSecrets } : {}),
     })
     if (has('controller')) {
       const onError = (where: string, err: unknown) => logger.error({ err }, `controller: ${where}`)
       const make = () => ({
-        tasks: new TaskController({ tasks: backend.tasks, runs: backend.runs, namespace: config.kubeNamespace, onError }),
-        runs: new RunController({ runs: backend.runs, ledger: scheduler as SchedulerService, executor: backend.executor, namespace: config.kubeNamespace, maxParallel: config.sandboxMaxParallel, onError }),
+        // Cron Runs are created and dispatched dispatchAheadSec before their slot and start on it.
+        tasks: new TaskController({ tasks: backend.tasks, runs: backend.runs, namespace: config.kubeNamespace, reconcile: { lookaheadMs: config.dispatchAheadSec * 1000 }, onError }),
+        runs: new RunController({
+          runs: backend.runs,
+          ledger: scheduler as SchedulerService,
+          executor: backend.executor,
+          namespace: config.kubeNamespace,
+          maxParallel: config.sandboxMaxParallel,
+          prepareAheadMs: config.dispatchAheadSec * 1000,
+          onError,
+        }),
       })
       controllers = make()
       if (backend.createElector) {

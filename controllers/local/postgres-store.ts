@@ -4,14 +4,16 @@
 //   held until COMMIT, so writes commit in RV order and "events after n" never skips a late commit.
 // - watch: polls resource_events every `pollMs` (default 100 ms) and is woken at once by writes made
 //   through any store on the same Db handle in this process.
-// - retention: events beyond the newest `eventRetention` per kind are pruned (every
-//   `compactEvery` writes, or via compact()); the pruned horizon is recorded, and a watch from an RV
+// - retention: events beyond the newest `eventRetention` (default 100,000, minutes of history at
+//   10,000 runs a minute: a watcher pruned past relists everything, so this must outlast bursts)
+//   per kind are pruned (every `compactEvery` writes, or via compact()); the pruned horizon is recorded, and a watch from an RV
 //   below it rejects with GoneError (410) so the informer relists.
 // - status writes are a top-level merge (RFC 7386 style: a null value removes the key).
 // - cut for now: finalizers are stored but delete does not wait for them (no deletionTimestamp phase).
 import { randomUUID } from 'node:crypto'
 import { EventEmitter } from 'node:events'
 import { toJson, type Db, type Queryable, type Row } from '../../src/platform/db/index.ts'
+import { Batcher } from '../../src/platform/batcher.ts'
 import {
   ConflictError,
   GoneError,
@@ -84,19 +86,120 @@ function toResource<R extends AnyResource>(row: ResourceRow): R {
   return resource as R
 }
 
-async function nextRv(tx: Queryable): Promise<bigint> {
-  const [row] = await tx.query<{ rv: bigint }>('update resource_version_counter set rv = rv + 1 returning rv')
-  if (row === undefined) throw new Error('resource_version_counter is empty: run migrations')
-  return row.rv
+/**
+ * SQL building the API object of a resources row (alias `a`) exactly as toResource() does, so an
+ * event can be written in the same statement as the row. `rv` overrides the resourceVersion.
+ */
+function OBJECT_JSON(a: string, rv = `${a}.resource_version`): string {
+  const ts = (column: string) => `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
+  return `(jsonb_build_object('apiVersion', ${a}.api_version, 'kind', ${a}.kind, 'spec', ${a}.spec,
+      'metadata', jsonb_build_object('name', ${a}.name, 'namespace', ${a}.namespace, 'uid', ${a}.uid,
+          'resourceVersion', (${rv})::text, 'generation', ${a}.generation, 'creationTimestamp', ${ts(`${a}.creation_timestamp`)})
+        || case when ${a}.deletion_timestamp is null then '{}'::jsonb else jsonb_build_object('deletionTimestamp', ${ts(`${a}.deletion_timestamp`)}) end
+        || case when ${a}.labels = '{}'::jsonb then '{}'::jsonb else jsonb_build_object('labels', ${a}.labels) end
+        || case when ${a}.owner_references = '[]'::jsonb then '{}'::jsonb else jsonb_build_object('ownerReferences', ${a}.owner_references) end
+        || case when ${a}.finalizers = '[]'::jsonb then '{}'::jsonb else jsonb_build_object('finalizers', ${a}.finalizers) end)
+    || case when ${a}.status is null then '{}'::jsonb else jsonb_build_object('status', ${a}.status) end)`
 }
 
-async function appendEvent(tx: Queryable, rv: bigint, type: WatchEventType, object: AnyResource): Promise<void> {
-  await tx.query('insert into resource_events (resource_version, kind, type, object) values ($1, $2, $3, $4::jsonb)', [
-    rv,
-    object.kind,
-    type,
-    toJson(object),
-  ])
+interface CreateInput {
+  namespace: string
+  name: string
+  apiVersion: string
+  uid: string
+  created: Date
+  /** JSON texts. */
+  labels: string
+  ownerReferences: string
+  spec: string
+  status: string | null
+}
+
+interface PatchInput {
+  namespace: string
+  name: string
+  /** Optimistic concurrency: the resourceVersion the caller read, or null. */
+  expected: bigint | null
+  /** JSON text of the merge patch. */
+  status: string
+}
+
+/**
+ * Group commit: calls made while a batch is being written are written together in the next one
+ * statement. Under load many writes share one counter bump and one COMMIT (the fsync the counter
+ * lock is held through); alone, a write goes out at once.
+ */
+interface KindBatches {
+  create: Batcher<CreateInput, ResourceRow | undefined>
+  patch: Batcher<PatchInput, ResourceRow | undefined>
+}
+
+const MAX_BATCH = 500
+const batchesByDb = new WeakMap<Db, Map<string, KindBatches>>()
+
+function makeBatches(db: Db, kind: string): KindBatches {
+  const create = new Batcher<CreateInput, ResourceRow | undefined>(
+    async (items) => {
+      // resourceVersions rv-n+1 … rv in submission order; a name that exists already (or twice in
+      // the batch) inserts nothing and leaves a gap, as a failed write does on the API server.
+      const rows = await db.query<ResourceRow & { ord: bigint }>(
+        `with c as (update resource_version_counter set rv = rv + $2 returning rv),
+         i as (select * from unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[], $8::text[], $9::text[], $10::text[], $11::text[])
+                 with ordinality as t(namespace, name, api_version, uid, created, labels, owner_references, spec, status, ord)),
+         ins as (insert into resources (kind, namespace, name, api_version, uid, resource_version, generation, creation_timestamp,
+                   labels, owner_references, spec, status)
+                 select $1, i.namespace, i.name, i.api_version, i.uid, (select rv from c) - $2 + i.ord, 1, i.created,
+                        i.labels::jsonb, i.owner_references::jsonb, i.spec::jsonb, i.status::jsonb
+                   from i order by i.ord
+                 on conflict (kind, namespace, name) do nothing
+                 returning *),
+         e as (insert into resource_events (resource_version, kind, type, object)
+               select ins.resource_version, ins.kind, 'ADDED', ${OBJECT_JSON('ins')} from ins)
+         select ins.*, i.ord from ins join i on i.uid = ins.uid`,
+        [
+          kind,
+          items.length,
+          items.map((i) => i.namespace),
+          items.map((i) => i.name),
+          items.map((i) => i.apiVersion),
+          items.map((i) => i.uid),
+          items.map((i) => i.created),
+          items.map((i) => i.labels),
+          items.map((i) => i.ownerReferences),
+          items.map((i) => i.spec),
+          items.map((i) => i.status),
+        ],
+      )
+      const byOrd = new Map(rows.map((row) => [Number(row.ord), row]))
+      return items.map((_item, i) => byOrd.get(i + 1))
+    },
+    (item) => `${item.namespace}/${item.name}`,
+    MAX_BATCH,
+  )
+  const patch = new Batcher<PatchInput, ResourceRow | undefined>(
+    async (items) => {
+      // Top-level merge (a null value removes the key); optimistic where `expected` is set.
+      const rows = await db.query<ResourceRow & { ord: bigint }>(
+        `with c as (update resource_version_counter set rv = rv + $2 returning rv),
+         i as (select * from unnest($3::text[], $4::text[], $5::int8[], $6::text[]) with ordinality as t(namespace, name, expected, status, ord)),
+         u as (update resources r set
+                 status = jsonb_strip_nulls(coalesce(r.status, '{}'::jsonb) || i.status::jsonb),
+                 resource_version = (select rv from c) - $2 + i.ord
+               from i
+               where r.kind = $1 and r.namespace = i.namespace and r.name = i.name and (i.expected is null or r.resource_version = i.expected)
+               returning r.*, i.ord),
+         e as (insert into resource_events (resource_version, kind, type, object)
+               select u.resource_version, u.kind, 'MODIFIED', ${OBJECT_JSON('u')} from u)
+         select * from u`,
+        [kind, items.length, items.map((i) => i.namespace), items.map((i) => i.name), items.map((i) => i.expected), items.map((i) => i.status)],
+      )
+      const byOrd = new Map(rows.map((row) => [Number(row.ord), row]))
+      return items.map((_item, i) => byOrd.get(i + 1))
+    },
+    (item) => `${item.namespace}/${item.name}`,
+    MAX_BATCH,
+  )
+  return { create, patch }
 }
 
 function parseRv(value: string): bigint {
@@ -112,6 +215,8 @@ export class PostgresResourceStore<R extends AnyResource> implements ResourceSto
   readonly #pollMs: number
   readonly #retention: number
   readonly #compactEvery: number
+  #writesSinceCompact = 0
+  #compacting = false
 
   constructor(db: Db, options: PostgresStoreOptions) {
     this.#db = db
@@ -119,8 +224,8 @@ export class PostgresResourceStore<R extends AnyResource> implements ResourceSto
     this.#apiVersion = options.apiVersion ?? 'jobs.agent-gateway.dev/v1alpha1'
     this.#now = options.now ?? (() => new Date())
     this.#pollMs = options.pollMs ?? 100
-    this.#retention = options.eventRetention ?? 1000
-    this.#compactEvery = options.compactEvery ?? 100
+    this.#retention = options.eventRetention ?? 100_000
+    this.#compactEvery = options.compactEvery ?? 1000
   }
 
   async get(namespace: string, name: string): Promise<R | undefined> {
@@ -160,107 +265,77 @@ export class PostgresResourceStore<R extends AnyResource> implements ResourceSto
 
   async create(resource: NewResource<R>): Promise<R> {
     const meta = resource.metadata
-    const created = await this.#write(async (tx) => {
-      const rv = await nextRv(tx)
-      const [row] = await tx.query<ResourceRow>(
-        `insert into resources (kind, namespace, name, api_version, uid, resource_version, generation, creation_timestamp,
-           labels, owner_references, spec, status)
-         values ($1, $2, $3, $4, $5, $6, 1, $7, $8::jsonb, $9::jsonb, $10::jsonb, $11::jsonb)
-         on conflict (kind, namespace, name) do nothing
-         returning *`,
-        [
-          this.kind,
-          meta.namespace,
-          meta.name,
-          resource.apiVersion || this.#apiVersion,
-          randomUUID(),
-          rv,
-          this.#now(),
-          toJson(meta.labels ?? {}),
-          toJson(meta.ownerReferences ?? []),
-          toJson(resource.spec ?? {}),
-          resource.status === undefined ? null : toJson(resource.status),
-        ],
-      )
-      if (row === undefined) throw new ConflictError('AlreadyExists', `${this.kind} ${meta.namespace}/${meta.name} already exists`)
-      const object = toResource<R>(row)
-      await appendEvent(tx, rv, 'ADDED', object)
-      await this.#maybeCompact(tx, rv)
-      return object
-    })
-    return created
+    const row: CreateInput = {
+      namespace: meta.namespace,
+      name: meta.name,
+      apiVersion: resource.apiVersion || this.#apiVersion,
+      uid: randomUUID(),
+      created: this.#now(),
+      labels: toJson(meta.labels ?? {}),
+      ownerReferences: toJson(meta.ownerReferences ?? []),
+      spec: toJson(resource.spec ?? {}),
+      status: resource.status === undefined ? null : toJson(resource.status),
+    }
+    const created = await this.#batches().create.submit(row)
+    if (created === undefined) throw new ConflictError('AlreadyExists', `${this.kind} ${meta.namespace}/${meta.name} already exists`)
+    this.#afterWrite(1)
+    return toResource<R>(created)
   }
 
   async replaceSpec(resource: R): Promise<R> {
     const meta = resource.metadata
-    return this.#write(async (tx) => {
-      const rv = await nextRv(tx)
-      const [row] = await tx.query<ResourceRow>(
-        `update resources set
-           generation = generation + (case when spec is distinct from $5::jsonb then 1 else 0 end),
-           spec = $5::jsonb, labels = $6::jsonb, resource_version = $7
-         where kind = $1 and namespace = $2 and name = $3 and resource_version = $4
-         returning *`,
-        [this.kind, meta.namespace, meta.name, parseRv(meta.resourceVersion), toJson(resource.spec ?? {}), toJson(meta.labels ?? {}), rv],
-      )
-      if (row === undefined) throw await this.#missOrConflict(tx, meta.namespace, meta.name)
-      const object = toResource<R>(row)
-      await appendEvent(tx, rv, 'MODIFIED', object)
-      await this.#maybeCompact(tx, rv)
-      return object
-    })
+    const expected = parseRv(meta.resourceVersion)
+    // One statement: the counter bump, the row and its event commit together; the counter's row
+    // lock is held for this statement and its COMMIT only.
+    const [row] = await this.#db.query<ResourceRow>(
+      `with c as (update resource_version_counter set rv = rv + 1 returning rv),
+       u as (update resources r set
+               generation = r.generation + (case when r.spec is distinct from $5::jsonb then 1 else 0 end),
+               spec = $5::jsonb, labels = $6::jsonb, resource_version = (select rv from c)
+             where r.kind = $1 and r.namespace = $2 and r.name = $3 and r.resource_version = $4
+             returning r.*),
+       e as (insert into resource_events (resource_version, kind, type, object)
+             select u.resource_version, u.kind, 'MODIFIED', ${OBJECT_JSON('u')} from u)
+       select * from u`,
+      [this.kind, meta.namespace, meta.name, expected, toJson(resource.spec ?? {}), toJson(meta.labels ?? {})],
+    )
+    if (row === undefined) throw await this.#missOrConflict(meta.namespace, meta.name)
+    this.#afterWrite(1)
+    return toResource<R>(row)
   }
 
   async patchStatus(namespace: string, name: string, status: R['status'], options: { resourceVersion?: string } = {}): Promise<R> {
-    return this.#write(async (tx) => {
-      const rv = await nextRv(tx)
-      const [row] = await tx.query<ResourceRow>(
-        `update resources set
-           status = jsonb_strip_nulls(coalesce(status, '{}'::jsonb) || $5::jsonb), resource_version = $6
-         where kind = $1 and namespace = $2 and name = $3 and ($4::int8 is null or resource_version = $4::int8)
-         returning *`,
-        [
-          this.kind,
-          namespace,
-          name,
-          options.resourceVersion === undefined ? null : parseRv(options.resourceVersion),
-          toJson(status ?? {}),
-          rv,
-        ],
-      )
-      if (row === undefined) throw await this.#missOrConflict(tx, namespace, name)
-      const object = toResource<R>(row)
-      await appendEvent(tx, rv, 'MODIFIED', object)
-      await this.#maybeCompact(tx, rv)
-      return object
-    })
+    const expected = options.resourceVersion === undefined ? null : parseRv(options.resourceVersion)
+    const row = await this.#batches().patch.submit({ namespace, name, expected, status: toJson(status ?? {}) })
+    if (row === undefined) throw await this.#missOrConflict(namespace, name)
+    this.#afterWrite(1)
+    return toResource<R>(row)
   }
 
   async delete(namespace: string, name: string): Promise<void> {
-    await this.#write(async (tx) => {
-      const [first] = await tx.query<ResourceRow>('select * from resources where kind = $1 and namespace = $2 and name = $3', [
-        this.kind,
-        namespace,
-        name,
-      ])
-      if (first === undefined) throw new NotFoundError(`${this.kind} ${namespace}/${name} not found`)
-      // Background cascade: the owner first, then its dependents, breadth first (any kind).
-      const pending: ResourceRow[] = [first]
-      while (pending.length > 0) {
-        const target = pending.shift() as ResourceRow
-        const rv = await nextRv(tx)
-        const [gone] = await tx.query<ResourceRow>('delete from resources where uid = $1 returning *', [target.uid])
-        if (gone === undefined) continue
-        const object = toResource<AnyResource>({ ...gone, resource_version: rv })
-        await appendEvent(tx, rv, 'DELETED', object)
-        const dependents = await tx.query<ResourceRow>(
-          'select * from resources where namespace = $1 and owner_references @> $2::jsonb order by kind, name',
-          [gone.namespace, toJson([{ uid: gone.uid }])],
-        )
-        pending.push(...dependents)
-        await this.#maybeCompact(tx, rv)
-      }
-    })
+    // Background cascade in one statement: the object, then its dependents (any kind, found through
+    // ownerReferences, breadth first), each with its own resourceVersion and DELETED event.
+    const gone = await this.#db.query<{ n: number }>(
+      `with recursive tree as (
+         select r.uid, r.namespace, 0 as depth, array[r.uid] as path from resources r where r.kind = $1 and r.namespace = $2 and r.name = $3
+         union all
+         select d.uid, d.namespace, t.depth + 1, t.path || d.uid from tree t
+           join resources d on d.namespace = t.namespace and d.owner_references @> jsonb_build_array(jsonb_build_object('uid', t.uid))
+          where not d.uid = any(t.path)),
+       doomed as (select uid, min(depth) as depth from tree group by uid),
+       ordered as (select d.uid, row_number() over (order by d.depth, r.kind, r.name) as ord, count(*) over () as total
+                     from doomed d join resources r on r.uid = d.uid),
+       c as (update resource_version_counter set rv = rv + (select count(*) from ordered) where exists (select 1 from ordered) returning rv),
+       del as (delete from resources r using ordered o where r.uid = o.uid
+               returning r.*, (select rv from c) - o.total + o.ord as new_rv),
+       e as (insert into resource_events (resource_version, kind, type, object)
+             select del.new_rv, del.kind, 'DELETED', ${OBJECT_JSON('del', 'del.new_rv')} from del)
+       select count(*)::int4 as n from del`,
+      [this.kind, namespace, name],
+    )
+    const count = gone[0]?.n ?? 0
+    if (count === 0) throw new NotFoundError(`${this.kind} ${namespace}/${name} not found`)
+    this.#afterWrite(count)
   }
 
   async watch(options: WatchOptions, onEvent: (event: WatchEvent<R>) => void): Promise<void> {
@@ -268,12 +343,17 @@ export class PostgresResourceStore<R extends AnyResource> implements ResourceSto
     let last = options.resourceVersion === undefined || options.resourceVersion === '' ? await this.#currentRv() : parseRv(options.resourceVersion)
     const batch = 500
     while (!signal.aborted) {
-      const rows = await this.#db.query<{ resource_version: bigint; type: WatchEventType; object: R }>(
-        'select resource_version, type, object from resource_events where kind = $1 and resource_version > $2 order by resource_version limit $3',
+      // One statement, one snapshot: if nothing above `last` had been pruned in it, the rows are complete.
+      const result = await this.#db.query<{ horizon: bigint; resource_version: bigint | null; type: WatchEventType; object: R }>(
+        `select h.horizon, e.resource_version, e.type, e.object
+           from (select coalesce((select compacted_rv from resource_event_horizon where kind = $1), 0::int8) as horizon) h
+           left join lateral (select resource_version, type, object from resource_events
+                               where kind = $1 and resource_version > $2 order by resource_version limit $3) e on true
+          order by e.resource_version`,
         [this.kind, last, batch],
       )
-      // Checked after reading: if nothing above `last` had been pruned by now, the rows are complete.
-      if ((await this.#horizon()) > last) throw new GoneError(`resourceVersion ${last} is older than the retained events`)
+      if ((result[0]?.horizon ?? 0n) > last) throw new GoneError(`resourceVersion ${last} is older than the retained events`)
+      const rows = result.filter((row) => row.resource_version !== null) as { resource_version: bigint; type: WatchEventType; object: R }[]
       for (const row of rows) {
         if (signal.aborted) return
         onEvent({ type: row.type, object: row.object })
@@ -286,38 +366,55 @@ export class PostgresResourceStore<R extends AnyResource> implements ResourceSto
 
   /** Prunes events beyond the newest `eventRetention` of this kind; returns the new horizon. */
   async compact(): Promise<bigint> {
-    return this.#write(async (tx) => this.#compact(tx))
-  }
-
-  async #compact(tx: Queryable): Promise<bigint> {
-    const [cut] = await tx.query<{ resource_version: bigint }>(
-      'select resource_version from resource_events where kind = $1 order by resource_version desc offset $2 limit 1',
-      [this.kind, this.#retention],
-    )
-    if (cut !== undefined) {
-      await tx.query('delete from resource_events where kind = $1 and resource_version <= $2', [this.kind, cut.resource_version])
-      await tx.query(
-        `insert into resource_event_horizon (kind, compacted_rv) values ($1, $2)
-         on conflict (kind) do update set compacted_rv = greatest(resource_event_horizon.compacted_rv, excluded.compacted_rv)`,
-        [this.kind, cut.resource_version],
+    return this.#db.transaction(async (tx) => {
+      const [cut] = await tx.query<{ resource_version: bigint }>(
+        'select resource_version from resource_events where kind = $1 order by resource_version desc offset $2 limit 1',
+        [this.kind, this.#retention],
       )
-    }
-    const [row] = await tx.query<{ compacted_rv: bigint }>('select compacted_rv from resource_event_horizon where kind = $1', [this.kind])
-    return row?.compacted_rv ?? 0n
+      if (cut !== undefined) {
+        await tx.query('delete from resource_events where kind = $1 and resource_version <= $2', [this.kind, cut.resource_version])
+        await tx.query(
+          `insert into resource_event_horizon (kind, compacted_rv) values ($1, $2)
+           on conflict (kind) do update set compacted_rv = greatest(resource_event_horizon.compacted_rv, excluded.compacted_rv)`,
+          [this.kind, cut.resource_version],
+        )
+      }
+      const [row] = await tx.query<{ compacted_rv: bigint }>('select compacted_rv from resource_event_horizon where kind = $1', [this.kind])
+      return row?.compacted_rv ?? 0n
+    })
   }
 
-  async #maybeCompact(tx: Queryable, rv: bigint): Promise<void> {
-    if (rv % BigInt(this.#compactEvery) === 0n) await this.#compact(tx)
-  }
-
-  async #write<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
-    const result = await this.#db.transaction(fn)
+  /** Wakes this process's watchers; compacts every `compactEvery` writes (outside the write path). */
+  #afterWrite(count: number): void {
     waker(this.#db).emit('write')
-    return result
+    this.#writesSinceCompact += count
+    if (this.#writesSinceCompact >= this.#compactEvery && !this.#compacting) {
+      this.#writesSinceCompact = 0
+      this.#compacting = true
+      this.compact()
+        .catch(() => {}) // retried after the next compactEvery writes
+        .finally(() => {
+          this.#compacting = false
+        })
+    }
   }
 
-  async #missOrConflict(tx: Queryable, namespace: string, name: string): Promise<Error> {
-    const rows = await tx.query('select 1 from resources where kind = $1 and namespace = $2 and name = $3', [this.kind, namespace, name])
+  #batches(): KindBatches {
+    let perKind = batchesByDb.get(this.#db)
+    if (perKind === undefined) {
+      perKind = new Map()
+      batchesByDb.set(this.#db, perKind)
+    }
+    let batches = perKind.get(this.kind)
+    if (batches === undefined) {
+      batches = makeBatches(this.#db, this.kind)
+      perKind.set(this.kind, batches)
+    }
+    return batches
+  }
+
+  async #missOrConflict(namespace: string, name: string): Promise<Error> {
+    const rows = await this.#db.query('select 1 from resources where kind = $1 and namespace = $2 and name = $3', [this.kind, namespace, name])
     return rows.length === 0
       ? new NotFoundError(`${this.kind} ${namespace}/${name} not found`)
       : new ConflictError('Conflict', `${this.kind} ${namespace}/${name}: the object has been modified; apply your changes to the latest version`)
@@ -326,11 +423,6 @@ export class PostgresResourceStore<R extends AnyResource> implements ResourceSto
   async #currentRv(): Promise<bigint> {
     const [row] = await this.#db.query<{ rv: bigint }>('select rv from resource_version_counter')
     return row?.rv ?? 0n
-  }
-
-  async #horizon(): Promise<bigint> {
-    const [row] = await this.#db.query<{ compacted_rv: bigint }>('select compacted_rv from resource_event_horizon where kind = $1', [this.kind])
-    return row?.compacted_rv ?? 0n
   }
 
   #sleep(signal: AbortSignal): Promise<void> {

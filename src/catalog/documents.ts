@@ -256,7 +256,7 @@ export function authMd(context: DocumentContext): string {
     '',
     '## Scheduler and memory owners',
     '',
-    'Owner operations take a free wallet proof: a CAIP-122 Sign-In-With-X message in the `SIGN-IN-WITH-X` header (the challenge comes in the 401 body at `extensions["sign-in-with-x"]`), or a $0 MPP proof. Scheduler account operations take an account API key as `Authorization: Bearer`.',
+    'Owner operations take a free wallet proof: a CAIP-122 Sign-In-With-X message in the `SIGN-IN-WITH-X` header (the challenge comes in the 401 body at `extensions["sign-in-with-x"]`), or a $0 MPP proof. Scheduler account operations take an account API key as `Authorization: Bearer`. Scheduler tasks created on the marketplace rail (with a plan access token instead of a payment) belong to the plan holder, whose `Authorization: Bearer <accessToken>` is their owner proof.',
     '',
   ].join('\n')
 }
@@ -283,5 +283,15 @@ export function scopedLlmsTxt(catalog: Catalog, scope: 'scheduler' | 'memory'): 
     '- webhook-secret: the task webhook secret as Authorization: Bearer whsec_….',
     '',
   ]
+  if (scope === 'scheduler') {
+    const plans = catalog.registry.services.find((service) => service.slug === 'scheduler')?.plans.map((plan) => plan.id) ?? []
+    lines.push(
+      '## Billing rails',
+      '- Direct rail: POST /api/v1/tasks pays max_amount_usdc_micros (X-Pay-Amount-Micros) as refundable USDC escrow; DELETE refunds max_amount minus cumulative cost on-chain; the ledger is authoritative.',
+      `- Marketplace rail: POST /api/v1/tasks with Authorization: Bearer <accessToken> of an agent holding a plan that covers the scheduler (${plans.join(', ') || 'see /manifest.json'}; register and buy at ${catalog.urls.gateway}), no payment and no 402. ` +
+        'max_amount_usdc_micros is a non-refundable lifetime cap; each run reports its cost as usage and is debited from the plan; the token is the owner proof of the task; fund raises the cap with the token; DELETE refunds nothing; ledger rows are audit-only.',
+      '',
+    )
+  }
   return lines.join('\n')
 }

@@ -62,7 +62,8 @@ const PAYG_HOW =
 
 const WALLET_HOW =
   'Free (0 USD). Owner proof: a wallet proof of the paying wallet, either a CAIP-122 Sign-In-With-X message in the SIGN-IN-WITH-X header ' +
-  '(an unproven call answers 401 with the challenge) or a $0 x402 / MPP proof. An account API key cannot replace it.'
+  '(an unproven call answers 401 with the challenge) or a $0 x402 / MPP proof. An account API key cannot replace it. ' +
+  'Tasks created on the marketplace rail belong to the plan holder instead: prove it with the same Authorization: Bearer <accessToken> (no wallet proof).'
 
 const ACCOUNT_KEY_HOW =
   'Free (0 USD). Authenticate with the scheduler account API key as Authorization: Bearer <ACCOUNT_API_KEY>; a wallet proof cannot replace it (API_KEY_INVALID / API_KEY_NOT_FOUND otherwise).'
@@ -370,15 +371,41 @@ function schedulerOp(operation: SchedulerOp): OperationSpec {
 const CEILING_TEXT =
   'estimated_ceiling_micros = max_runtime_sec x sandbox per-second rate + max_sibling_calls x sibling fee + dependencies x install budget per package (s) x install cost per second + the llm profile max_cost_usdc_micros_per_run (if llm is set) + overhead; see GET /api/v1/rates.'
 
+// Marketplace rail of the scheduler (src/scheduler/marketplace.ts): a task created with a plan
+// access token instead of a payment; each finished run reports its cost on this meter (1 unit =
+// 1 micro-USD of the rate card) and is debited from the holder's plan.
+const schedulerMeter: Meter = { name: 'scheduler-usage', unit: 'usd-micro', unitPriceMicros: 1n, includedUnits: 0 }
+
+const schedulerPlans: PlanSpec[] = [
+  {
+    id: 'scheduler-credit-5',
+    kind: 'credit',
+    title: 'Scheduler credit, 5 USD',
+    description:
+      '5.00 USD of prepaid credit for scheduler tasks on the marketplace rail: create tasks with Authorization: Bearer <accessToken> instead of an escrow payment; ' +
+      'each finished run is debited its actual cost at the rate card (GET {scheduler_url}/api/v1/rates). Credit does not expire.',
+    priceMicros: 5_000_000n,
+    creditMicros: 5_000_000n,
+    covers: ['scheduler'],
+  },
+]
+
+const MARKETPLACE_HOW =
+  'Marketplace rail: instead of paying, send Authorization: Bearer <accessToken> of an agent holding a plan that covers the scheduler (scheduler-credit-5; POST /auth/register, then POST /plans/scheduler-credit-5/purchase on the gateway). ' +
+  'No 402 and no X-Pay-Amount-Micros; max_amount_usdc_micros is a non-refundable lifetime cap; each finished run reports its cost as usage (meter scheduler-usage) and is debited from the plan. ' +
+  'The token then proves ownership of the task on the owner endpoints. Unknown token: 401 bearer_required; no covering plan with credit for one per-run ceiling: 403 plan_required listing the plans.'
+
 const scheduler: ServiceSpec = {
   slug: 'scheduler',
   title: 'Task scheduler',
   description:
     'Runs recurring (cron or every minute/hour/day/week) or on-demand python 3.12 / node 22 scripts in fresh sandboxes with outbound internet access. ' +
-    'Direct rail: escrow USDC (refundable; unused escrow is refunded on deletion). Marketplace rail: marketplace access plus usage reporting, max_amount_usdc_micros is a non-refundable lifetime cap.',
+    'Direct rail: escrow USDC (refundable; unused escrow is refunded on deletion). Marketplace rail: marketplace access plus usage reporting, max_amount_usdc_micros is a non-refundable lifetime cap; ' +
+    'access with a plan token (plan scheduler-credit-5), each run reports its cost on the meter scheduler-usage.',
   server: 'scheduler',
   access: 'payg',
-  plans: [],
+  meter: schedulerMeter,
+  plans: schedulerPlans,
   operations: [
     schedulerOp({
       operationId: 'getSchedulerIndex',
@@ -428,15 +455,17 @@ const scheduler: ServiceSpec = {
         'Bounds: source at most 262144 characters, max_runtime_sec 1 to 3600, max_sibling_calls 0 to 100, tool_list at most 50 entries, at most 20 dependencies, env at most 50 keys with values up to 4096 characters. ' +
         'max_sibling_spend_micros is required when tool_list is unset and max_sibling_calls > 0. Everything except notify_email, end_at, tool_list (additions), max_sibling_spend_micros and max_runtime_sec (raises) is immutable afterwards. ' +
         'Helpers inside the script: generate_text (needs llm), call (siblings / paid capabilities), store_artifact (needs artifacts.enabled), request_continuation. ' +
-        'Price: you choose the amount. Direct rail: pay max_amount_usdc_micros as refundable escrow, named in X-Pay-Amount-Micros (must equal it) and paid with an x402 or MPP charge answering the 402. Marketplace rail: the amount is a non-refundable lifetime cap. ' +
+        'Price: you choose the amount. Direct rail: pay max_amount_usdc_micros as refundable escrow, named in X-Pay-Amount-Micros (must equal it) and paid with an x402 or MPP charge answering the 402. ' +
         'Headers: Idempotency-Key (required). ' +
-        PAYG_HOW,
+        PAYG_HOW +
+        ' ' +
+        MARKETPLACE_HOW,
       proof: 'payment',
       pricing: { kind: 'amount-header', header: 'x-pay-amount-micros' },
       schemas: {
         headers: TaskCreateHeaders,
         body: TaskCreateRequest,
-        response: { 200: Task, 201: Task, 402: problem, 409: problem },
+        response: { 200: Task, 201: Task, 401: problem, 402: problem, 403: problem, 409: problem },
       },
       keywords: ['cron', 'schedule', 'scheduled', 'recurring', 'python', 'node', 'javascript', 'script', 'job', 'every', 'hourly', 'hour', 'daily', 'weekly', 'minute', 'sandbox', 'automation', 'run', 'task'],
     }),
@@ -447,16 +476,17 @@ const scheduler: ServiceSpec = {
       summary: 'Top up a task; resumes a task paused for insufficient funds',
       description:
         'Adds top_up_amount_micros to the task escrow (direct rail) or cap (marketplace rail); a task in paused_insufficient_funds becomes active again when the top-up covers the shortfall. ' +
-        'X-Pay-Amount-Micros must equal top_up_amount_micros; Idempotency-Key is required; an MPP payment must reuse the channelId of the original create (else 409 CHANNEL_MISMATCH). ' +
+        'Direct rail: X-Pay-Amount-Micros must equal top_up_amount_micros; Idempotency-Key is required; the payment must come through the protocol and wallet that created the task (else 409 CHANNEL_MISMATCH). ' +
         'Price: the top-up amount, paid with x402 or MPP. ' +
-        PAYG_HOW,
+        PAYG_HOW +
+        ' Marketplace rail: send the plan token of the task owner (Authorization: Bearer <accessToken>) instead of a payment; the lifetime cap is raised by top_up_amount_micros and nothing is charged (409 CHANNEL_MISMATCH for a payment; 403 plan_required without a covering plan).',
       proof: 'payment',
       pricing: { kind: 'amount-header', header: 'x-pay-amount-micros' },
       schemas: {
         params: TaskIdParams,
         headers: TaskFundHeaders,
         body: TaskFundRequest,
-        response: { 200: Task, 402: problem, 404: problem, 409: problem },
+        response: { 200: Task, 401: problem, 402: problem, 403: problem, 404: problem, 409: problem },
       },
       keywords: ['fund', 'top up', 'escrow', 'deposit', 'resume', 'insufficient funds'],
     }),

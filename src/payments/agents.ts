@@ -71,41 +71,49 @@ export interface AgentStore {
   includedUnitsLeft(accountKey: string, meter: string, includedUnits: number): Promise<number>
 }
 
-export function createAgentStore(db: Db, clock: Clock): AgentStore {
-  async function creditBalance(q: Queryable, agentId: string, planId: string): Promise<bigint> {
-    const rows = await q.query<{ balance: bigint }>(
-      `select coalesce(sum(amount_micros), 0)::int8 as balance from plan_credit_ledger where agent_id = $1 and plan_id = $2`,
-      [agentId, planId],
-    )
-    return rows[0]?.balance ?? 0n
-  }
+async function creditBalance(q: Queryable, agentId: string, planId: string): Promise<bigint> {
+  const rows = await q.query<{ balance: bigint }>(
+    `select coalesce(sum(amount_micros), 0)::int8 as balance from plan_credit_ledger where agent_id = $1 and plan_id = $2`,
+    [agentId, planId],
+  )
+  return rows[0]?.balance ?? 0n
+}
 
-  async function standings(q: Queryable, agentId: string, service: string, plans: readonly PlanSpec[], costMicros: bigint): Promise<PlanStanding[]> {
-    const covering = plans.filter((plan) => plan.covers.includes(service))
-    if (covering.length === 0) return []
-    const purchases = await q.query<{ id: string; plan_id: string; kind: 'credit' | 'subscription'; ends_at: Date | null; calls_per_period: number | null }>(
-      `select id, plan_id, kind, ends_at, calls_per_period from plan_purchases
-       where agent_id = $1 and plan_id = any($2) and starts_at <= $3 and (ends_at is null or ends_at > $3)
-       order by created_at`,
-      [agentId, covering.map((plan) => plan.id), clock.now()],
-    )
-    const result: PlanStanding[] = []
-    const seenCredit = new Set<string>()
-    for (const purchase of purchases) {
-      if (purchase.kind === 'credit') {
-        if (seenCredit.has(purchase.plan_id)) continue
-        seenCredit.add(purchase.plan_id)
-        const remainingMicros = await creditBalance(q, agentId, purchase.plan_id)
-        if (remainingMicros >= costMicros) result.push({ planId: purchase.plan_id, kind: 'credit', purchaseId: purchase.id, remainingMicros })
-      } else {
-        const used = await q.query<{ n: bigint }>(`select count(*)::int8 as n from plan_subscription_calls where purchase_id = $1`, [purchase.id])
-        const remainingCalls = (purchase.calls_per_period ?? 0) - Number(used[0]?.n ?? 0n)
-        if (remainingCalls > 0) result.push({ planId: purchase.plan_id, kind: 'subscription', purchaseId: purchase.id, remainingCalls })
-      }
+/**
+ * Plans of `agentId` covering `service` at `now` that still have room for `costMicros` (credit) or
+ * one call (subscription), subscriptions first. Runs on any Queryable, so a caller can ask inside
+ * its own transaction (the scheduler's marketplace usage reports do).
+ */
+export async function planStandings(q: Queryable, now: Date, agentId: string, service: string, plans: readonly PlanSpec[], costMicros: bigint): Promise<PlanStanding[]> {
+  const covering = plans.filter((plan) => plan.covers.includes(service))
+  if (covering.length === 0) return []
+  const purchases = await q.query<{ id: string; plan_id: string; kind: 'credit' | 'subscription'; ends_at: Date | null; calls_per_period: number | null }>(
+    `select id, plan_id, kind, ends_at, calls_per_period from plan_purchases
+     where agent_id = $1 and plan_id = any($2) and starts_at <= $3 and (ends_at is null or ends_at > $3)
+     order by created_at`,
+    [agentId, covering.map((plan) => plan.id), now],
+  )
+  const result: PlanStanding[] = []
+  const seenCredit = new Set<string>()
+  for (const purchase of purchases) {
+    if (purchase.kind === 'credit') {
+      if (seenCredit.has(purchase.plan_id)) continue
+      seenCredit.add(purchase.plan_id)
+      const remainingMicros = await creditBalance(q, agentId, purchase.plan_id)
+      if (remainingMicros >= costMicros) result.push({ planId: purchase.plan_id, kind: 'credit', purchaseId: purchase.id, remainingMicros })
+    } else {
+      const used = await q.query<{ n: bigint }>(`select count(*)::int8 as n from plan_subscription_calls where purchase_id = $1`, [purchase.id])
+      const remainingCalls = (purchase.calls_per_period ?? 0) - Number(used[0]?.n ?? 0n)
+      if (remainingCalls > 0) result.push({ planId: purchase.plan_id, kind: 'subscription', purchaseId: purchase.id, remainingCalls })
     }
-    // Subscriptions first: their calls are already paid for and expire.
-    return result.sort((a, b) => (a.kind === b.kind ? 0 : a.kind === 'subscription' ? -1 : 1))
   }
+  // Subscriptions first: their calls are already paid for and expire.
+  return result.sort((a, b) => (a.kind === b.kind ? 0 : a.kind === 'subscription' ? -1 : 1))
+}
+
+export function createAgentStore(db: Db, clock: Clock): AgentStore {
+  const standings = (q: Queryable, agentId: string, service: string, plans: readonly PlanSpec[], costMicros: bigint) =>
+    planStandings(q, clock.now(), agentId, service, plans, costMicros)
 
   async function usedUnits(q: Queryable, accountKey: string, meter: string): Promise<number> {
     const rows = await q.query<{ n: bigint }>(`select count(*)::int8 as n from included_unit_claims where account_key = $1 and meter = $2`, [accountKey, meter])

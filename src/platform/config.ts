@@ -14,6 +14,8 @@ export interface Config {
   controllerPort: number
   dataDir: string
   databaseUrl: string | undefined
+  /** Postgres pool size per process. */
+  databasePoolMax: number
   redisUrl: string | undefined
   publicBaseUrl: string
   publicSchedulerUrl: string
@@ -43,6 +45,8 @@ export interface Config {
   schedulerSecretKey: string | undefined
   /** Runs executing at once per controller (local sandbox executor). */
   sandboxMaxParallel: number
+  /** Seconds before a cron slot its Run is created and dispatched (0 = at the slot; < 60 so one slot ahead at most). */
+  dispatchAheadSec: number
   /** Directory of the local blob store (run logs, artifacts, sibling files). */
   blobDir: string
   /** OpenAI-compatible upstream of generate_text; unset = generate_text answers 503. */
@@ -85,6 +89,7 @@ export const configVariables: readonly Variable[] = [
   { name: 'CONTROLLER_PORT', default: '4024', doc: 'Health/metrics port of the controller role when it runs on its own.' },
   { name: 'DATA_DIR', default: './.agent-gateway', doc: 'Embedded-default data directory (PGlite files, blobs).' },
   { name: 'DATABASE_URL', default: '(unset: PGlite in DATA_DIR)', doc: 'Postgres connection string; unset = embedded PGlite.' },
+  { name: 'DATABASE_POOL_MAX', default: '20', doc: 'Postgres connections per process (with DATABASE_URL); the run controller dispatches through them in parallel.' },
   { name: 'REDIS_URL', default: '(unset: in-process)', doc: 'Redis connection string; unset = in-process substitute.' },
   { name: 'PUBLIC_BASE_URL', default: 'http://HOST:GATEWAY_PORT', doc: 'Public URL of the gateway, used in documents and links.' },
   { name: 'PUBLIC_SCHEDULER_URL', default: 'http://HOST:SCHEDULER_PORT', doc: 'Public URL of the scheduler API.' },
@@ -106,6 +111,7 @@ export const configVariables: readonly Variable[] = [
   { name: 'SCHEDULER_INTERNAL_URL', default: 'PUBLIC_SCHEDULER_URL', doc: 'Base URL run sandboxes use to reach the helper endpoint (e.g. the in-cluster Service).' },
   { name: 'SCHEDULER_SECRET_KEY', default: '(generated, kept in the database)', doc: 'Key that encrypts task env at rest and signs log URLs; share it across replicas.' },
   { name: 'SANDBOX_MAX_PARALLEL', default: '4', doc: 'Runs executing at once per controller process.' },
+  { name: 'SCHEDULER_DISPATCH_AHEAD_SEC', default: '15', doc: "How long before a cron slot its Run is created and dispatched (escrow reserved), so it starts on the slot; 0 = at the slot." },
   { name: 'BLOB_DIR', default: 'DATA_DIR/blobs', doc: 'Directory of the local blob store (run logs, artifacts, sibling files).' },
   { name: 'LLM_BASE_URL', default: '(unset: generate_text answers 503)', doc: 'OpenAI-compatible API base (…/v1) behind the generate_text helper.' },
   { name: 'LLM_API_KEY', default: '(unset)', doc: 'Bearer key of the LLM upstream.' },
@@ -133,6 +139,15 @@ function readPositiveInt(env: Env, name: string, fallback: number): number {
   if (raw === undefined || raw === '') return fallback
   if (!/^\d+$/.test(raw) || Number(raw) <= 0 || !Number.isSafeInteger(Number(raw))) {
     throw new ConfigError(name, `must be a positive integer, got "${raw}"`)
+  }
+  return Number(raw)
+}
+
+function readBoundedInt(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return fallback
+  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+    throw new ConfigError(name, `must be an integer from ${min} to ${max}, got "${raw}"`)
   }
   return Number(raw)
 }
@@ -196,6 +211,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     controllerPort,
     dataDir,
     databaseUrl: readUrl(env, 'DATABASE_URL', ['postgres:', 'postgresql:']),
+    databasePoolMax: readBoundedInt(env, 'DATABASE_POOL_MAX', 20, 1, 1000),
     redisUrl: readUrl(env, 'REDIS_URL', ['redis:', 'rediss:']),
     publicBaseUrl: stripSlash(readUrl(env, 'PUBLIC_BASE_URL', http) ?? `http://${linkHost}:${gatewayPort}`),
     publicSchedulerUrl: stripSlash(readUrl(env, 'PUBLIC_SCHEDULER_URL', http) ?? `http://${linkHost}:${schedulerPort}`),
@@ -217,6 +233,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     schedulerInternalUrl: stripSlash(readUrl(env, 'SCHEDULER_INTERNAL_URL', http) ?? readUrl(env, 'PUBLIC_SCHEDULER_URL', http) ?? `http://${linkHost}:${schedulerPort}`),
     schedulerSecretKey,
     sandboxMaxParallel: readPositiveInt(env, 'SANDBOX_MAX_PARALLEL', 4),
+    dispatchAheadSec: readBoundedInt(env, 'SCHEDULER_DISPATCH_AHEAD_SEC', 15, 0, 50),
     blobDir: path.resolve(cwd, env.BLOB_DIR || path.join(dataDir, 'blobs')),
     llmBaseUrl: readUrl(env, 'LLM_BASE_URL', http),
     llmApiKey: env.LLM_API_KEY || undefined,

@@ -3,9 +3,12 @@
 // and the siblings' public routes. Access per operation:
 // - payment (create, fund): validation and idempotent retries are answered BEFORE the 402, so a
 //   retried create never pays twice; the work runs between authorization and settlement, and a
-//   settlement that fails after the work reverses the charge;
+//   settlement that fails after the work reverses the charge; with Authorization: Bearer <plan
+//   access token> instead of a payment they run on the marketplace rail (marketplace.ts): no 402,
+//   the plan holder's access is checked (401 bearer_required / 403 plan_required), nothing settles;
 // - wallet: SIGN-IN-WITH-X (CAIP-122, one-time nonce) or a $0 x402/MPP proof; an unproven call
-//   answers 401 with the SIWX challenge at extensions["sign-in-with-x"];
+//   answers 401 with the SIWX challenge at extensions["sign-in-with-x"]; without either, a plan
+//   access token (agw_…) names the holder that owns marketplace-rail tasks;
 // - api-key: Authorization: Bearer agk_…; webhook: Authorization: Bearer whsec_….
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from '@sinclair/typebox'
@@ -20,6 +23,8 @@ import { AppError } from '../platform/errors.ts'
 import { parseMicros } from '../platform/money.ts'
 import { DEFAULT_RATES, ratesView, siblingsView, type SchedulerRates } from './domain/rates.ts'
 import type { SchedulerService } from './service.ts'
+import { authorizationBearer, type PlanHolder } from './marketplace.ts'
+import { ACCESS_TOKEN_PREFIX } from '../payments/agents.ts'
 
 export const SCHEDULER_OPERATIONS = [
   'getSchedulerIndex',
@@ -127,9 +132,18 @@ export function buildSchedulerApp(deps: SchedulerAppDeps): FastifyInstance {
       await authorized.commit({ operationId: entry.spec.operationId })
       return authorized.payment.payer.toLowerCase()
     }
-    throw new AppError('wallet_proof_required', `Prove the paying wallet: sign the challenge at extensions["${SIWX_EXTENSION_KEY}"] and retry with the ${SIWX_HEADER} header (or send a $0 x402 / MPP proof)`, {
-      extensions: { extensions: { [SIWX_EXTENSION_KEY]: await siwx.challenge(url) } },
-    })
+    // Marketplace-rail tasks belong to the plan holder: the access token (agw_…) proves it.
+    const token = authorizationBearer(request.headers)
+    if (token !== undefined && token.startsWith(ACCESS_TOKEN_PREFIX)) {
+      const holder = await service.marketplace.holder(request.headers)
+      if (holder !== undefined) return holder.owner
+    }
+    throw new AppError(
+      'wallet_proof_required',
+      `Prove the paying wallet: sign the challenge at extensions["${SIWX_EXTENSION_KEY}"] and retry with the ${SIWX_HEADER} header (or send a $0 x402 / MPP proof). ` +
+        'Tasks created on the marketplace rail: send the plan access token instead (Authorization: Bearer <accessToken>).',
+      { extensions: { extensions: { [SIWX_EXTENSION_KEY]: await siwx.challenge(url) } } },
+    )
   }
 
   const id = (request: FastifyRequest) => (request.params as { id: string }).id
@@ -141,7 +155,19 @@ export function buildSchedulerApp(deps: SchedulerAppDeps): FastifyInstance {
     getSchedulerRates: async () => ratesDocument,
     listSiblings: async () => siblings,
     createTask: async (request, reply) => {
-      const pre = request.schedulerPrecheck as { spec: Parameters<SchedulerService['createTask']>[0]['spec']; hash: string }
+      const pre = request.schedulerPrecheck as { spec: Parameters<SchedulerService['createTask']>[0]['spec']; hash: string; holder?: PlanHolder }
+      if (pre.holder !== undefined) {
+        // Marketplace rail: no payment; the plan holder owns the task and its cap is a limit only.
+        const { task } = await service.createTask({
+          spec: pre.spec,
+          hash: pre.hash,
+          idempotencyKey: header(request, 'idempotency-key') as string,
+          rail: 'marketplace',
+          payment: { payer: pre.holder.owner, protocol: 'marketplace', amountMicros: pre.spec.max_amount_usdc_micros, replayKey: null },
+        })
+        reply.code(201)
+        return task
+      }
       const payment = request.payment
       if (payment === null || payment.payer === null) throw new AppError('INTERNAL', 'createTask ran without a payment')
       const { task, undo } = await service.createTask({
@@ -155,7 +181,17 @@ export function buildSchedulerApp(deps: SchedulerAppDeps): FastifyInstance {
       return task
     },
     fundTask: async (request) => {
-      const pre = request.schedulerPrecheck as { amount: bigint }
+      const pre = request.schedulerPrecheck as { amount: bigint; holder?: PlanHolder }
+      if (pre.holder !== undefined) {
+        // Marketplace rail: the cap is raised, nothing is charged (channel marketplace:<owner>).
+        const { task } = await service.fundTask({
+          taskId: id(request),
+          amount: pre.amount,
+          idempotencyKey: header(request, 'idempotency-key') as string,
+          payment: { payer: pre.holder.owner, protocol: 'marketplace', amountMicros: pre.amount, replayKey: null },
+        })
+        return task
+      }
       const payment = request.payment
       if (payment === null || payment.payer === null) throw new AppError('INTERNAL', 'fundTask ran without a payment')
       const { task, undo } = await service.fundTask({
@@ -207,13 +243,32 @@ export function buildSchedulerApp(deps: SchedulerAppDeps): FastifyInstance {
       const paid = payments.access.wrap(entry, handler)
       return async function prepaid(request: FastifyRequest, reply: FastifyReply) {
         const key = header(request, 'idempotency-key') as string
+        // The rail of the call: a payment credential = direct (a bearer token beside it only names
+        // the buyer, as on every payg call); Authorization: Bearer <access token> alone = marketplace.
+        const credential = readCredential(request.headers) !== undefined
+        const holder = credential ? undefined : await service.marketplace.holder(request.headers)
         const pre =
           op === 'createTask'
-            ? await service.precheckCreate(request.body, key, headerMicros(request))
-            : await service.precheckFund(id(request), request.body as { top_up_amount_micros: unknown }, key, headerMicros(request))
+            ? await service.precheckCreate(request.body, key, headerMicros(request), holder)
+            : await service.precheckFund(id(request), request.body as { top_up_amount_micros: unknown }, key, headerMicros(request), { holder, credential })
         if ('existing' in pre) return pre.existing // an idempotent retry: nothing is paid again
+        if (holder !== undefined) {
+          request.schedulerPrecheck = { ...pre, holder }
+          return handler(request, reply) // marketplace rail: never a 402, nothing to settle
+        }
         request.schedulerPrecheck = pre
-        return paid(request, reply)
+        try {
+          return await paid(request, reply)
+        } catch (error) {
+          // An unpaid create learns about the other rail from its 402.
+          if (op === 'createTask' && error instanceof AppError && error.code === 'payment_required') {
+            error.extensions.marketplace = {
+              how: 'Or create on the marketplace rail: no payment, send Authorization: Bearer <accessToken> of an agent holding a plan that covers the scheduler',
+              plans: service.marketplace.planOffers(),
+            }
+          }
+          throw error
+        }
       }
     }
     switch (entry.spec.proof) {

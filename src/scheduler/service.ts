@@ -14,6 +14,7 @@
 // - A task of another wallet answers 404 TASK_NOT_FOUND, as a missing one does (no enumeration).
 // - Runs lost to the service (infra_error, executor restart) are not charged.
 import { randomBytes } from 'node:crypto'
+import { Batcher } from '../platform/batcher.ts'
 import type { Db, Queryable } from '../platform/db/index.ts'
 import { isUniqueViolation, toJson } from '../platform/db/index.ts'
 import { AppError } from '../platform/errors.ts'
@@ -27,10 +28,11 @@ import type { RunResource, TaskResource, TaskSpec as TaskResourceSpec, TriggerTy
 import type { ExecutionRequest, ExecutionResult } from '../../controllers/executor.ts'
 import { closeEscrow, finalizeRun, summarize, type EscrowSummary, type LedgerEntry, type Reservation } from './domain/escrow.ts'
 import type { SchedulerRates } from './domain/rates.ts'
-import { transition, initialTransition, isTerminal, type Effect, type RunOutcome, type RunTrigger, type TaskSnapshot, type TransitionFacts, type TransitionResult } from './domain/states.ts'
+import { transition, initialTransition, isTerminal, type Effect, type Rail, type RunOutcome, type RunTrigger, type TaskSnapshot, type TransitionFacts, type TransitionResult } from './domain/states.ts'
 import { idempotencyHash, validateCreateTask, validateEnv, validatePatch, type TaskSpec } from './domain/validate.ts'
 import { ceilingOf, RUN_FINAL_STATUSES, runSlimView, runView, serializeHint, taskView, toStoredSpec, truncateUtf8, type RunRow, type StoredSpec, type TaskRow } from './records.ts'
 import { newBearerSecret, secretHash, type SchedulerSecrets } from './secrets.ts'
+import { createSchedulerMarketplace, normalizeOwner, ownerLabel, type PlanHolder, type SchedulerMarketplace } from './marketplace.ts'
 
 export const TASK_API_VERSION = 'jobs.agent-gateway.dev/v1alpha1'
 
@@ -62,6 +64,10 @@ export interface SchedulerServiceDeps {
   envSecrets?: EnvSecretsPort
   /** How long a synchronous run may wait beyond its own caps (default 60 s). */
   syncSlackMs?: number
+  /** Public base of the gateway ({base_url}), named in marketplace-rail answers (plan purchase links). */
+  gatewayUrl?: string
+  /** The marketplace rail (plan access, usage reports); default: the registry's scheduler plans on this database. */
+  marketplace?: SchedulerMarketplace
 }
 
 /** What a paid create/fund learned from the payment guard. */
@@ -78,8 +84,38 @@ export type RunClaim =
   /** Leave the Run pending and look again later (trigger/continuation behind an in-flight run). */
   | { kind: 'deferred' }
 
+/** A run the controller dispatches (scheduled, triggered or a continuation). */
+export interface DispatchInput {
+  runId: string
+  taskId: string
+  trigger: RunTrigger
+  /** The run's instant has not come yet (see claimRun). */
+  ahead?: boolean
+  /** Aborts the execution (the run was deleted or cancelled). */
+  signal: AbortSignal
+}
+
+export type DispatchResult =
+  | { kind: 'claimed'; run: RunRow; request?: Omit<ExecutionRequest, 'namespace' | 'taskUid' | 'runUid'>; token?: string }
+  | { kind: 'skipped'; reason: string; message: string }
+  | { kind: 'deferred' }
+
+interface RunRowInsert {
+  id: string
+  task_id: string
+  trigger: RunTrigger
+  status: 'claimed' | 'skipped'
+  reserved: bigint
+  outcome: string | null
+  error: string | null
+  token_hash: string | null
+  finished: Date | null
+  token: string | null
+}
+
 const IN_FLIGHT = ['claimed', 'running'] as const
-const lower = (address: string) => address.toLowerCase()
+// Owners: wallets compare lowercase; marketplace plan holders (`agent:<id>`) exactly (marketplace.ts).
+const lower = (owner: string) => normalizeOwner(owner)
 
 function newId(prefix: string): string {
   // Lowercase base32-ish: a DNS-1123 label, so it doubles as the Task/Run resource name.
@@ -93,6 +129,7 @@ function newId(prefix: string): string {
 export function createSchedulerService(deps: SchedulerServiceDeps) {
   const { db, clock, rates, secrets, tasks, runs, namespace, logger } = deps
   const internalUrl = deps.internalUrl ?? deps.publicUrl
+  const marketplace = deps.marketplace ?? createSchedulerMarketplace({ db, clock, rates, logger, gatewayUrl: deps.gatewayUrl })
   const outputCap = rates.hard_caps.max_output_bytes_in_run
 
   // ------------------------------------------------------------------ loading
@@ -133,13 +170,45 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
     return { id: task.id, status: task.status, rail: task.rail, scheduled: task.spec.schedule !== null, end_at: task.spec.end_at }
   }
 
-  async function factsOf(q: Queryable, task: TaskRow): Promise<TransitionFacts & { escrow: EscrowSummary }> {
-    const { summary } = await escrowOf(q, task.id)
+  /**
+   * The escrow summary and whether a run is in flight, in ONE statement (the dispatch and settle
+   * paths run this per run): ledger sums per kind, in the order summarize() checks them, instead of
+   * every row of the task's history.
+   */
+  async function escrowFacts(q: Queryable, taskId: string): Promise<{ summary: EscrowSummary; inFlight: boolean }> {
+    return (await escrowFactsMany(q, [taskId])).get(taskId) as { summary: EscrowSummary; inFlight: boolean }
+  }
+
+  /** escrowFacts for many tasks in one statement (the batched dispatch). */
+  async function escrowFactsMany(q: Queryable, taskIds: readonly string[]): Promise<Map<string, { summary: EscrowSummary; inFlight: boolean }>> {
+    const rows = await q.query<{ id: string; sums: Record<string, string>; reserved: bigint; in_flight: boolean }>(
+      `select t.id,
+              (select coalesce(jsonb_object_agg(kind, total), '{}'::jsonb)
+                 from (select kind, sum(amount_micros)::text as total from scheduler_ledger where task_id = t.id and kind <> 'usage' group by kind) k) as sums,
+              (select coalesce(sum(reserved_micros), 0)::int8 from scheduler_runs where task_id = t.id and status in ('claimed', 'running')) as reserved,
+              exists (select 1 from scheduler_runs where task_id = t.id and status in ('claimed', 'running')) as in_flight
+         from unnest($1::text[]) as t(id)`,
+      [taskIds],
+    )
+    const out = new Map<string, { summary: EscrowSummary; inFlight: boolean }>()
+    for (const row of rows) {
+      const entries: LedgerEntry[] = []
+      for (const kind of ['charge', 'reversal', 'run_cost', 'refund', 'dust_forfeit'] as const) {
+        if (row.sums[kind] !== undefined) entries.push({ kind, amount_micros: BigInt(row.sums[kind]), run_id: null })
+      }
+      const reservations = row.reserved > 0n ? [{ run_id: 'reserved', amount_micros: row.reserved }] : []
+      out.set(row.id, { summary: summarize(entries, reservations), inFlight: row.in_flight })
+    }
+    return out
+  }
+
+  async function factsOf(q: Queryable, task: TaskRow, known?: { summary: EscrowSummary; inFlight: boolean }): Promise<TransitionFacts & { escrow: EscrowSummary }> {
+    const { summary, inFlight } = known ?? (await escrowFacts(q, task.id))
     return {
       now: clock.now(),
       ceiling_micros: ceilingOf(task.spec, rates),
       available_micros: summary.available_micros,
-      run_in_flight: await runInFlight(q, task.id),
+      run_in_flight: inFlight,
       escrow: summary,
     }
   }
@@ -160,12 +229,15 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
   async function applyTransition(tx: Queryable, task: TaskRow, result: TransitionResult, facts: TransitionFacts): Promise<AfterCommit> {
     const after: AfterCommit = {}
     let hint: unknown = task.recovery_hint
+    let hintTouched = false
     for (const effect of result.effects as Effect[]) {
       switch (effect.type) {
         case 'set_recovery_hint':
           hint = serializeHint(effect.hint)
+          hintTouched = true
           break
         case 'clear_recovery_hint':
+          hintTouched = hint !== null
           hint = null
           break
         case 'queue_run':
@@ -200,10 +272,13 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
       }
     }
     const next = result.next
-    await tx.query(
-      `update scheduler_tasks set status = $2, recovery_hint = $3, updated_at = $4, deleted_at = case when $2 = 'deleted' then coalesce(deleted_at, $4) else deleted_at end where id = $1`,
-      [task.id, next, hint === null ? null : hint, clock.now()],
-    )
+    // A transition that changes nothing (most dispatches and settlements) writes nothing.
+    if (next !== task.status || hintTouched) {
+      await tx.query(
+        `update scheduler_tasks set status = $2, recovery_hint = $3, updated_at = $4, deleted_at = case when $2 = 'deleted' then coalesce(deleted_at, $4) else deleted_at end where id = $1`,
+        [task.id, next, hint === null ? null : hint, clock.now()],
+      )
+    }
     if (next !== task.status) {
       if (next === 'deleted' || next === 'terminated') after.deleteResource = true
       else after.syncSuspend = next !== 'active'
@@ -307,7 +382,7 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
     return {
       apiVersion: TASK_API_VERSION,
       kind: 'Task',
-      metadata: { name: task.id, namespace, labels: { 'jobs.agent-gateway.dev/owner': task.owner.slice(2, 42) } },
+      metadata: { name: task.id, namespace, labels: { 'jobs.agent-gateway.dev/owner': ownerLabel(task.owner) } },
       spec: resourceSpec,
     }
   }
@@ -318,7 +393,13 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
    * Before payment: validates the body and headers, and answers an idempotent retry. Returns the
    * validated spec to create, or the existing task's view.
    */
-  async function precheckCreate(body: unknown, idempotencyKey: string, headerAmount: Micros | undefined): Promise<{ spec: TaskSpec; hash: string } | { existing: Record<string, unknown> }> {
+  async function precheckCreate(
+    body: unknown,
+    idempotencyKey: string,
+    headerAmount: Micros | undefined,
+    /** Set on the marketplace rail: the plan holder behind Authorization: Bearer (marketplace.ts). */
+    holder?: PlanHolder,
+  ): Promise<{ spec: TaskSpec; hash: string } | { existing: Record<string, unknown> }> {
     const spec = validateCreateTask(body, { now: clock.now(), rates })
     const hash = idempotencyHash(spec)
     const prior = (await db.query<TaskRow>(`select * from scheduler_tasks where idempotency_key = $1`, [idempotencyKey]))[0]
@@ -328,8 +409,22 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
       }
       return { existing: await view(db, prior) }
     }
+    if (holder !== undefined) {
+      // Marketplace rail: nothing is paid; X-Pay-Amount-Micros is optional (and must agree if sent).
+      if (headerAmount !== undefined && headerAmount !== spec.max_amount_usdc_micros) {
+        throw new AppError('VALIDATION_ERROR', `X-Pay-Amount-Micros (${headerAmount}) must equal max_amount_usdc_micros (${spec.max_amount_usdc_micros}); on the marketplace rail it can be left out`, {
+          field: 'header.x-pay-amount-micros',
+        })
+      }
+      await marketplace.requireAccess(holder.agentId, ceilingOf(toStoredSpec(spec), rates))
+      return { spec, hash }
+    }
     if (headerAmount === undefined) {
-      throw new AppError('VALIDATION_ERROR', 'X-Pay-Amount-Micros is required on the direct rail and must equal max_amount_usdc_micros', { field: 'header.x-pay-amount-micros' })
+      throw new AppError(
+        'VALIDATION_ERROR',
+        'X-Pay-Amount-Micros is required on the direct rail and must equal max_amount_usdc_micros (or create on the marketplace rail with Authorization: Bearer <plan access token>)',
+        { field: 'header.x-pay-amount-micros' },
+      )
     }
     if (headerAmount !== spec.max_amount_usdc_micros) {
       throw new AppError('VALIDATION_ERROR', `X-Pay-Amount-Micros (${headerAmount}) must equal max_amount_usdc_micros (${spec.max_amount_usdc_micros})`, {
@@ -340,13 +435,21 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
   }
 
   /** After authorization, before settlement: creates the task. Returns it and an undo for a failed settlement. */
-  async function createTask(input: { spec: TaskSpec; hash: string; idempotencyKey: string; payment: PaymentFacts }): Promise<{ task: Record<string, unknown>; undo: () => Promise<void> }> {
+  async function createTask(input: {
+    spec: TaskSpec
+    hash: string
+    idempotencyKey: string
+    /** Direct rail: the escrow payment. Marketplace rail: payer = the holder's owner id, protocol 'marketplace', no replay key. */
+    payment: PaymentFacts
+    rail?: Rail
+  }): Promise<{ task: Record<string, unknown>; undo: () => Promise<void> }> {
     const { spec, payment } = input
+    const rail: Rail = input.rail ?? 'direct'
     const id = newId('t')
     const owner = lower(payment.payer)
     const stored = toStoredSpec(spec)
     const ceiling = ceilingOf(stored, rates)
-    const initial = initialTransition({ id, rail: 'direct', scheduled: spec.schedule !== null, end_at: spec.end_at }, { ceiling_micros: ceiling, available_micros: spec.max_amount_usdc_micros })
+    const initial = initialTransition({ id, rail, scheduled: spec.schedule !== null, end_at: spec.end_at }, { ceiling_micros: ceiling, available_micros: spec.max_amount_usdc_micros })
     // The resource first: if the database write fails we delete it; the reverse order could leave
     // a paid task that never runs.
     const resource = await tasks.create(taskResource({ id, owner, status: initial.next }, stored))
@@ -355,7 +458,7 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
       await db.transaction(async (tx) => {
         await tx.query(
           `insert into scheduler_tasks (id, owner, rail, status, spec, env_ciphertext, env_keys, idempotency_key, request_hash, payment_protocol, payment_channel, recovery_hint, created_at, updated_at)
-           values ($1, $2, 'direct', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)`,
+           values ($1, $2, $13, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)`,
           [
             id,
             owner,
@@ -369,6 +472,7 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
             `${payment.protocol}:${owner}`,
             null,
             now,
+            rail,
           ],
         )
         await tx.query(`insert into scheduler_ledger (task_id, kind, amount_micros, replay_key) values ($1, 'charge', $2, $3)`, [id, spec.max_amount_usdc_micros, payment.replayKey])
@@ -395,18 +499,47 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
     }
   }
 
-  async function precheckFund(taskId: string, body: { top_up_amount_micros: unknown }, idempotencyKey: string, headerAmount: Micros | undefined): Promise<{ amount: Micros } | { existing: Record<string, unknown> }> {
+  async function precheckFund(
+    taskId: string,
+    body: { top_up_amount_micros: unknown },
+    idempotencyKey: string,
+    headerAmount: Micros | undefined,
+    /** Who asks: the plan holder of Authorization: Bearer (marketplace), and whether a payment credential came. */
+    requester: { holder?: PlanHolder | undefined; credential: boolean } = { credential: true },
+  ): Promise<{ amount: Micros } | { existing: Record<string, unknown> }> {
     const task = await loadTask(db, taskId)
     if (task === undefined) throw new AppError('TASK_NOT_FOUND', `No task ${taskId}`, { field: 'path.id' })
+    // The rail of the top-up must be the rail of the task (marketplace.ts): a plan token raises the
+    // cap of its own marketplace task; a payment tops up a direct-rail escrow.
+    if (requester.holder !== undefined && task.rail === 'direct') {
+      throw new AppError('CHANNEL_MISMATCH', `Task ${taskId} is on the direct rail: top it up with an x402 / MPP payment through the channel that created it (${task.payment_channel}), not with a plan token`, {
+        extensions: { expected_channel: task.payment_channel, rail: task.rail },
+      })
+    }
+    if (task.rail === 'marketplace') {
+      if (requester.holder === undefined) {
+        if (requester.credential) {
+          throw new AppError('CHANNEL_MISMATCH', `Task ${taskId} is on the marketplace rail: nothing is paid to the scheduler; raise its cap with the owner's plan token (Authorization: Bearer <accessToken>) and no payment`, {
+            extensions: { expected_channel: task.payment_channel, rail: task.rail },
+          })
+        }
+        throw new AppError('bearer_required', `Task ${taskId} is on the marketplace rail: send the owner's plan token as Authorization: Bearer <accessToken>; nothing is charged`, {
+          field: 'header.authorization',
+          extensions: { rail: task.rail },
+        })
+      }
+      if (task.owner !== requester.holder.owner) throw new AppError('TASK_NOT_FOUND', `No task ${taskId} belongs to this plan holder`, { field: 'path.id' })
+    }
     const amount = BigInt(String(body.top_up_amount_micros))
     const prior = (await db.query<{ amount_micros: bigint }>(`select amount_micros from scheduler_fundings where task_id = $1 and idempotency_key = $2`, [taskId, idempotencyKey]))[0]
     if (prior !== undefined) {
       if (prior.amount_micros !== amount) throw new AppError('IDEMPOTENCY_CONFLICT', 'This Idempotency-Key funded another amount', { field: 'header.idempotency-key' })
       return { existing: await view(db, task) }
     }
-    if (headerAmount !== amount) {
+    if (task.rail === 'marketplace' ? headerAmount !== undefined && headerAmount !== amount : headerAmount !== amount) {
       throw new AppError('VALIDATION_ERROR', `X-Pay-Amount-Micros (${headerAmount ?? 'missing'}) must equal top_up_amount_micros (${amount})`, { field: 'header.x-pay-amount-micros' })
     }
+    if (task.rail === 'marketplace' && !isTerminal(task.status)) await marketplace.assertCanRun(task)
     // Refuse before payment what the state machine would refuse after it.
     transition(snapshot(task), { type: 'fund', amount_micros: amount }, await factsOf(db, task))
     return { amount }
@@ -459,11 +592,17 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
   }
 
   const pauseTask = (taskId: string, owner: string) => event(taskId, owner, () => ({ type: 'pause' }))
-  const resumeTask = (taskId: string, owner: string) => event(taskId, owner, () => ({ type: 'resume' }))
+  async function resumeTask(taskId: string, owner: string) {
+    const task = await ownedTask(db, taskId, owner)
+    // Marketplace rail: resuming needs a plan that covers the next run (403 plan_required).
+    if (task.status !== 'active') await marketplace.assertCanRun(task)
+    return event(taskId, owner, () => ({ type: 'resume' }))
+  }
 
   async function triggerTask(taskId: string, owner: string) {
     const task = await ownedTask(db, taskId, owner)
     const queued = task.status === 'active'
+    if (queued) await marketplace.assertCanRun(task)
     const fresh = await event(taskId, owner, () => ({ type: 'trigger' }))
     return { task_id: taskId, queued, status: fresh.status, next_run_at: queued ? clock.now().toISOString() : (fresh.next_run_at as string | null) }
   }
@@ -644,7 +783,9 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
         where l.task_id = $1 order by l.id`,
       [taskId],
     )
-    const sum = rows.reduce((acc, row) => acc + row.amount_micros, 0n)
+    // 'usage' rows (marketplace rail) restate a run's cost as reported on the meter: left out of the
+    // sum, which is then the remaining lifetime cap (direct rail: no usage rows, the escrow balance).
+    const sum = rows.reduce((acc, row) => (row.kind === 'usage' ? acc : acc + row.amount_micros), 0n)
     return {
       task_id: taskId,
       rail: task.rail,
@@ -706,7 +847,7 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
    * the funding check; on start, the run row is inserted holding the per-run ceiling as its
    * reservation. Idempotent per run id: a run already claimed is returned as claimed.
    */
-  async function claimRun(input: { runId: string; taskId: string; trigger: RunTrigger }): Promise<RunClaim> {
+  async function claimRun(input: { runId: string; taskId: string; trigger: RunTrigger; ahead?: boolean }): Promise<RunClaim> {
     let task: TaskRow | undefined
     let after: AfterCommit = {}
     let claim: RunClaim
@@ -721,6 +862,11 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
         if (task === undefined) return { kind: 'skipped', reason: 'TaskNotFound', message: `task ${input.taskId} does not exist` } as RunClaim
         const facts = await factsOf(tx, task)
         const result = transition(snapshot(task), { type: 'dispatch', trigger: input.trigger }, facts)
+        // Dispatched ahead of its instant, a run behind an in-flight one is not skipped yet: that
+        // run may finish first. (This outcome changes nothing in the task, so nothing is applied.)
+        if (input.ahead === true && result.effects.some((effect) => effect.type === 'skip_run' && effect.reason === 'run_in_flight')) {
+          return { kind: 'deferred' } as RunClaim
+        }
         after = await applyTransition(tx, task, result, facts)
         const start = result.effects.find((effect) => effect.type === 'start_run')
         const now = clock.now()
@@ -734,14 +880,7 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
         if (result.effects.some((effect) => effect.type === 'defer_run')) return { kind: 'deferred' } as RunClaim
         const skip = result.effects.find((effect) => effect.type === 'skip_run')
         const reason = skip && skip.type === 'skip_run' ? skip.reason : 'not_active'
-        const message =
-          reason === 'insufficient_funds'
-            ? `skipped: the escrow is below the per-run ceiling (${formatUsd(facts.ceiling_micros)} USD); the task is paused until funded`
-            : reason === 'run_in_flight'
-              ? 'skipped: another run of this task was in flight'
-              : reason === 'schedule_ended'
-                ? 'skipped: the schedule ended'
-                : `skipped: the task is ${result.next}`
+        const message = skipMessage(reason, facts.ceiling_micros, result.next)
         await tx.query(
           `insert into scheduler_runs (id, task_id, trigger, status, outcome, error, created_at, finished_at) values ($1, $2, $3, 'skipped', $4, $5, $6, $6)`,
           [input.runId, task.id, input.trigger, reason, message, now],
@@ -761,39 +900,214 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
     return claim
   }
 
-  /** The execution request of a claimed run: decrypted env, a fresh per-run helper token. */
-  async function executionRequest(runId: string, signal: AbortSignal, adopt = false): Promise<Omit<ExecutionRequest, 'namespace' | 'taskUid' | 'runUid'> | undefined> {
-    const token = newBearerSecret('run_')
-    // claimed → running exactly once: a second executor of the same run finds nothing to start.
-    const started = await db.query(
-      `update scheduler_runs set token_hash = $2, status = 'running', started_at = coalesce(started_at, $3) where id = $1 and status in ('claimed', 'running') returning id`,
-      [runId, secretHash(token), clock.now()],
+  /**
+   * The run controller's dispatch: claimRun's decision and, for a run claimed (or running, when
+   * adopted), its execution request with a fresh helper token. Calls are group-committed: one
+   * transaction decides a batch of runs (one per task; tasks locked in id order), with the facts of
+   * all their tasks read in one statement and the run rows written in one, so thousands of runs due
+   * in the same minute are dispatched in a few dozen transactions. Never throws a SPEC error: only
+   * the schedule, trigger and continuation triggers come here (sync runs are claimed by the API).
+   */
+  function dispatchRun(input: DispatchInput): Promise<DispatchResult> {
+    return dispatchBatcher.submit(input)
+  }
+
+  const dispatchBatcher = new Batcher<DispatchInput, DispatchResult>(
+    async (inputs) => {
+      try {
+        return await dispatchBatch(inputs)
+      } catch (error) {
+        // A concurrent claim of one of these tasks won the one-in-flight index: decide one by one.
+        if (!isUniqueViolation(error) || inputs.length === 1) {
+          if (isUniqueViolation(error)) return [{ kind: 'deferred' }]
+          throw error
+        }
+        const out: DispatchResult[] = []
+        for (const input of inputs) out.push(await dispatchBatch([input]).then((r) => r[0] as DispatchResult, (e: unknown) => (isUniqueViolation(e) ? { kind: 'deferred' } : Promise.reject(e))))
+        return out
+      }
+    },
+    (input) => input.taskId,
+    200,
+  )
+
+  async function dispatchBatch(inputs: readonly DispatchInput[]): Promise<DispatchResult[]> {
+    const afters: { task: TaskRow; after: AfterCommit }[] = []
+    const results = await db.transaction(async (tx) => {
+      const now = clock.now()
+      const existing = new Map(
+        (await tx.query<RunRow>(`select * from scheduler_runs where id = any($1::text[])`, [inputs.map((input) => input.runId)])).map((row) => [row.id, row]),
+      )
+      const fresh = inputs.filter((input) => !existing.has(input.runId))
+      const taskIds = [...new Set(fresh.map((input) => input.taskId))].sort()
+      const tasks = new Map(
+        taskIds.length === 0 ? [] : (await tx.query<TaskRow>(`select * from scheduler_tasks where id = any($1::text[]) order by id for update`, [taskIds])).map((task) => [task.id, task]),
+      )
+      const known = taskIds.length === 0 ? new Map() : await escrowFactsMany(tx, taskIds)
+      const out: (DispatchResult | { pending: RunRowInsert })[] = []
+      const inserts: RunRowInsert[] = []
+      const tokenUpdates: { id: string; token: string }[] = []
+      for (const input of inputs) {
+        const row = existing.get(input.runId)
+        if (row !== undefined) {
+          if (row.status === 'skipped') out.push({ kind: 'skipped', reason: row.outcome ?? 'skipped', message: row.error ?? 'skipped' })
+          else if (row.status === 'claimed' || row.status === 'running') {
+            const token = newBearerSecret('run_')
+            tokenUpdates.push({ id: row.id, token })
+            out.push({ kind: 'claimed', run: row, token })
+          } else out.push({ kind: 'claimed', run: row })
+          continue
+        }
+        const task = tasks.get(input.taskId)
+        if (task === undefined) {
+          out.push({ kind: 'skipped', reason: 'TaskNotFound', message: `task ${input.taskId} does not exist` })
+          continue
+        }
+        const facts = await factsOf(tx, task, known.get(task.id))
+        const result = transition(snapshot(task), { type: 'dispatch', trigger: input.trigger }, facts)
+        if (input.ahead === true && result.effects.some((effect) => effect.type === 'skip_run' && effect.reason === 'run_in_flight')) {
+          out.push({ kind: 'deferred' })
+          continue
+        }
+        const after = await applyTransition(tx, task, result, facts)
+        afters.push({ task, after })
+        const start = result.effects.find((effect) => effect.type === 'start_run')
+        if (start && start.type === 'start_run') {
+          const token = newBearerSecret('run_')
+          const insert: RunRowInsert = { id: input.runId, task_id: task.id, trigger: input.trigger, status: 'claimed', reserved: start.reserve_micros, outcome: null, error: null, token_hash: secretHash(token), finished: null, token }
+          inserts.push(insert)
+          out.push({ pending: insert })
+          continue
+        }
+        if (result.effects.some((effect) => effect.type === 'defer_run')) {
+          out.push({ kind: 'deferred' })
+          continue
+        }
+        const skip = result.effects.find((effect) => effect.type === 'skip_run')
+        const reason = skip && skip.type === 'skip_run' ? skip.reason : 'not_active'
+        const message = skipMessage(reason, facts.ceiling_micros, result.next)
+        inserts.push({ id: input.runId, task_id: task.id, trigger: input.trigger, status: 'skipped', reserved: 0n, outcome: reason, error: message, token_hash: null, finished: now, token: null })
+        out.push({ kind: 'skipped', reason, message })
+      }
+      const written = new Map<string, RunRow>()
+      if (inserts.length > 0) {
+        const rows = await tx.query<RunRow>(
+          `insert into scheduler_runs (id, task_id, trigger, status, reserved_micros, outcome, error, token_hash, created_at, finished_at)
+           select i.id, i.task_id, i.trigger, i.status, i.reserved, i.outcome, i.error, i.token_hash, $9, i.finished
+             from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::text[], $7::text[], $8::text[], $10::timestamptz[])
+                  as i(id, task_id, trigger, status, reserved, outcome, error, token_hash, finished)
+           returning *`,
+          [
+            inserts.map((i) => i.id),
+            inserts.map((i) => i.task_id),
+            inserts.map((i) => i.trigger),
+            inserts.map((i) => i.status),
+            inserts.map((i) => i.reserved),
+            inserts.map((i) => i.outcome),
+            inserts.map((i) => i.error),
+            inserts.map((i) => i.token_hash),
+            now,
+            inserts.map((i) => i.finished),
+          ],
+        )
+        for (const row of rows) written.set(row.id, row)
+      }
+      if (tokenUpdates.length > 0) {
+        await tx.query(`update scheduler_runs r set token_hash = u.hash from unnest($1::text[], $2::text[]) as u(id, hash) where r.id = u.id`, [
+          tokenUpdates.map((u) => u.id),
+          tokenUpdates.map((u) => secretHash(u.token)),
+        ])
+      }
+      return out.map((entry): DispatchResult => ('pending' in entry ? { kind: 'claimed', run: written.get(entry.pending.id) as RunRow, token: entry.pending.token as string } : entry))
+    })
+    for (const { task, after } of afters) {
+      await runAfterCommit(task, after).catch((error: unknown) => logger.warn({ err: error, taskId: task.id }, 'post-dispatch work failed'))
+    }
+    // The requests of claimed runs: code and env from the task rows (read after commit, unlocked).
+    const needed = [...new Set(results.flatMap((result, i) => (result.kind === 'claimed' && result.token !== undefined ? [(inputs[i] as DispatchInput).taskId] : [])))]
+    const specs = new Map(
+      needed.length === 0
+        ? []
+        : (await db.query<{ id: string; spec: StoredSpec; env_ciphertext: string | null }>(`select id, spec, env_ciphertext from scheduler_tasks where id = any($1::text[])`, [needed])).map((row) => [row.id, row]),
     )
-    if (started.length === 0) return undefined
-    const rows = await db.query<RunRow & { spec: StoredSpec; env_ciphertext: string | null }>(
-      `select r.*, t.spec, t.env_ciphertext from scheduler_runs r join scheduler_tasks t on t.id = r.task_id where r.id = $1`,
-      [runId],
-    )
-    const run = rows[0]
-    if (run === undefined) throw new Error(`run ${runId} was never claimed`)
+    return results.map((result, i) => {
+      if (result.kind !== 'claimed' || result.token === undefined) return result
+      const input = inputs[i] as DispatchInput
+      const task = specs.get(input.taskId)
+      if (task === undefined) return { kind: 'claimed', run: result.run }
+      return { kind: 'claimed', run: result.run, request: requestOf(input.runId, task, result.token, input.signal) }
+    })
+  }
+
+  function skipMessage(reason: string, ceiling: Micros, state: string): string {
+    return reason === 'insufficient_funds'
+      ? `skipped: the escrow is below the per-run ceiling (${formatUsd(ceiling)} USD); the task is paused until funded`
+      : reason === 'run_in_flight'
+        ? 'skipped: another run of this task was in flight'
+        : reason === 'schedule_ended'
+          ? 'skipped: the schedule ended'
+          : `skipped: the task is ${state}`
+  }
+
+  function requestOf(runId: string, task: { id: string; spec: StoredSpec; env_ciphertext: string | null }, token: string, signal: AbortSignal): Omit<ExecutionRequest, 'namespace' | 'taskUid' | 'runUid'> {
     return {
       runName: runId,
-      taskName: run.task_id,
-      runtime: run.spec.runtime,
-      source: run.spec.source,
-      entrypoint: run.spec.entrypoint,
-      env: secrets.decryptEnv(run.task_id, run.env_ciphertext),
-      envSecretName: `${run.task_id}-env`,
-      dependencies: run.spec.dependencies,
-      maxRuntimeSec: run.spec.max_runtime_sec,
+      taskName: task.id,
+      runtime: task.spec.runtime,
+      source: task.spec.source,
+      entrypoint: task.spec.entrypoint,
+      env: secrets.decryptEnv(task.id, task.env_ciphertext),
+      envSecretName: `${task.id}-env`,
+      dependencies: task.spec.dependencies,
+      maxRuntimeSec: task.spec.max_runtime_sec,
       helper: { url: `${internalUrl}/internal/v1/runs/${runId}`, token },
       signal,
     }
   }
 
+  /**
+   * claimed → running, exactly once per run, for a batch of runs in one statement; `adopt` names
+   * runs already running whose attempt is re-attached. Returns the ids this call started.
+   */
+  async function startRuns(runIds: readonly string[], adopt: readonly string[] = []): Promise<Set<string>> {
+    if (runIds.length === 0) return new Set()
+    const rows = await db.query<{ id: string }>(
+      `update scheduler_runs set status = 'running', started_at = coalesce(started_at, $3)
+        where id = any($1::text[]) and (status = 'claimed' or (status = 'running' and id = any($2::text[])))
+        returning id`,
+      [runIds, adopt, clock.now()],
+    )
+    return new Set(rows.map((row) => row.id))
+  }
+
+  /** Runs claimed or running since before `before` (the run controller's orphan sweep). */
+  async function openRuns(before: Date): Promise<{ id: string; status: string }[]> {
+    return db.query<{ id: string; status: string }>(`select id, status from scheduler_runs where status in ('claimed', 'running') and created_at < $1 order by created_at`, [before])
+  }
+
+  /** A claimed run that never started (deleted or cancelled before its instant): settled at no cost. */
+  async function releaseRun(runId: string, reason: string): Promise<{ run: RunRow }> {
+    const now = clock.now()
+    return finishRun(runId, {
+      outcome: 'cancelled',
+      exitCode: null,
+      stdout: '',
+      stderr: '',
+      stdoutBytes: 0,
+      stderrBytes: 0,
+      startedAt: now,
+      finishedAt: now,
+      durationMs: 0,
+      installDurationMs: 0,
+      runtimeVersion: 'none',
+      error: reason,
+      notStarted: true,
+    })
+  }
+
   /** What a finished attempt costs: runtime and install by the started second, helper meters, overhead. */
   function costOf(run: RunRow, result: ExecutionResult): Micros {
-    if (result.outcome === 'infra_error') return 0n
+    if (result.outcome === 'infra_error' || result.notStarted === true) return 0n
     const seconds = (ms: number) => BigInt(Math.ceil(Math.max(0, ms) / 1000))
     return (
       seconds(result.durationMs) * rates.sandbox_per_second_micros +
@@ -850,7 +1164,7 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
           result.stderrBytes,
           result.runtimeVersion,
           Math.round(result.installDurationMs),
-          result.startedAt,
+          result.notStarted === true ? null : result.startedAt,
           result.finishedAt,
         ],
       )
@@ -858,14 +1172,23 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
       const infraFailures = result.outcome === 'infra_error' ? task.consecutive_infra_failures + 1 : 0
       const wantsContinuation = current.continuation_delay_sec !== null && result.outcome === 'succeeded' && task.status === 'active'
       const chain = wantsContinuation ? (current.trigger === 'continuation' ? task.consecutive_continuations : 0) + 1 : 0
-      await tx.query(`update scheduler_tasks set consecutive_infra_failures = $2, consecutive_continuations = $3 where id = $1`, [task.id, infraFailures, chain])
+      if (infraFailures !== task.consecutive_infra_failures || chain !== task.consecutive_continuations) {
+        await tx.query(`update scheduler_tasks set consecutive_infra_failures = $2, consecutive_continuations = $3 where id = $1`, [task.id, infraFailures, chain])
+      }
       if (wantsContinuation) continuation = { delaySec: current.continuation_delay_sec as number }
       const facts = await factsOf(tx, task)
       const outcome: RunOutcome = result.outcome
       after = await applyTransition(tx, task, transition(snapshot(task), { type: 'run_finished', outcome, consecutive_infra_failures: infraFailures }, facts), facts)
+      Object.assign(after, await marketplace.reportRunUsage(tx, task, finished)) // marketplace rail: usage report + plan debit once per run, may pause (marketplace.ts)
       return finished
     })
     if (task === undefined) return { run }
+    if (result.notStarted === true) {
+      // Released before it started: no log, no e-mail, no continuation; the task's follow-up (a
+      // refund once a deleted task's last run is settled) still happens.
+      await runAfterCommit(task, after)
+      return { run }
+    }
     const log = `${result.stdout}${result.stderr ? `\n--- stderr ---\n${result.stderr}` : ''}`
     await deps.logs.put(`runs/${runId}/output.log`, Buffer.from(log), 'text/plain; charset=utf-8').catch((error: unknown) => logger.warn({ err: error, runId }, 'storing the run log failed'))
     await runAfterCommit(task, after)
@@ -918,6 +1241,7 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
    * Run resource the controller executes, and waits until the run is finalised.
    */
   async function runSynchronously(task: TaskRow, trigger: 'manual' | 'webhook') {
+    if (task.status === 'active') await marketplace.assertCanRun(task) // marketplace rail: 403 plan_required without a covering plan
     const runId = `${task.id}-${trigger[0]}${clock.nowMs().toString(36)}${randomBytes(2).toString('hex')}`
     const claim = await claimRun({ runId, taskId: task.id, trigger })
     if (claim.kind !== 'claimed') {
@@ -1086,7 +1410,10 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
     runNow,
     runWebhook,
     claimRun,
-    executionRequest,
+    dispatchRun,
+    startRuns,
+    releaseRun,
+    openRuns,
     finishRun,
     lostResult,
     runRow,
@@ -1099,6 +1426,8 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
     accountLedger,
     /** Escrow of one task, for invariant checks. */
     escrow: (taskId: string) => escrowOf(db, taskId),
+    /** The marketplace rail: plan access of create/fund/owner calls, usage reports of runs. */
+    marketplace,
   }
 }
 

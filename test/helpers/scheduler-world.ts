@@ -74,6 +74,8 @@ export interface World {
 }
 
 export interface WorldOptions {
+  /** Create and dispatch cron Runs this long before their slot (SCHEDULER_DISPATCH_AHEAD_SEC); default 0. */
+  dispatchAheadMs?: number
   databaseUrl?: string
   start?: string
   clock?: FakeClock
@@ -117,8 +119,8 @@ export async function openWorld(options: WorldOptions = {}): Promise<World> {
     syncSlackMs: 5_000,
   })
   const make = () => ({
-    tasks: new TaskController({ tasks, runs, clock, namespace: 'default' }),
-    runs: new RunController({ runs, ledger: service, executor: options.makeRunExecutor?.() ?? executor, namespace: 'default', clock, maxParallel: 8 }),
+    tasks: new TaskController({ tasks, runs, clock, namespace: 'default', reconcile: { lookaheadMs: options.dispatchAheadMs ?? 0 } }),
+    runs: new RunController({ runs, ledger: service, executor: options.makeRunExecutor?.() ?? executor, namespace: 'default', clock, maxParallel: 8, prepareAheadMs: options.dispatchAheadMs ?? 0 }),
   })
   let controllers = make()
   await controllers.runs.start()

@@ -24,6 +24,12 @@ async function rejection(promise: Promise<unknown>): Promise<unknown> {
   throw new Error('expected a rejection')
 }
 
+function sortDeep(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(sortDeep)
+  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, v]) => [k, sortDeep(v)]))
+  return value
+}
+
 async function until(what: string, check: () => Promise<boolean>, timeoutMs = 5000): Promise<void> {
   const deadline = Date.now() + timeoutMs
   while (!(await check())) {
@@ -81,6 +87,55 @@ async function storeSuite(t: Test, open: () => Promise<Db | undefined>): Promise
     t.ok(staleStatus instanceof ConflictError && staleStatus.reason === 'Conflict', 'stale status write → Conflict')
     t.same((await tasks.get('default', 'alpha'))?.status, { phase: 'Active' })
     t.equal(await tasks.get('default', 'nope'), undefined)
+  })
+
+  t.test('concurrent writes are group-committed: every caller gets its own result, events equal the objects', async (t) => {
+    const { tasks, runs } = stores(db)
+    const listed = await runs.list('default')
+    const events: WatchEvent<RunResource>[] = []
+    const abort = new AbortController()
+    const watching = runs.watch({ resourceVersion: listed.resourceVersion, signal: abort.signal }, (e) => events.push(e))
+    const owner = await tasks.create(newTask('batched'))
+    const names = Array.from({ length: 120 }, (_, i) => `batched-${String(i).padStart(3, '0')}`)
+    // 120 creates at once (plus one duplicate name), then two patches per run at once: each patch
+    // must apply on top of the other (merge), never lost in a batch.
+    const created = await Promise.allSettled([...names, names[0] as string].map((name) => runs.create(newRun(name, owner))))
+    t.equal(created.filter((r) => r.status === 'fulfilled').length, 120, 'every distinct name created')
+    const refused = created.filter((r) => r.status === 'rejected')
+    t.equal(refused.length, 1, 'the duplicate name is refused')
+    t.ok(refused[0]?.status === 'rejected' && refused[0].reason instanceof ConflictError && refused[0].reason.reason === 'AlreadyExists', 'AlreadyExists')
+    const patched = await Promise.all(
+      names.flatMap((name, i) => [
+        runs.patchStatus('default', name, { phase: 'Running', startTime: `2026-06-01T00:00:${String(i % 60).padStart(2, '0')}.000Z` }),
+        runs.patchStatus('default', name, { exitCode: 0, durationMs: i }),
+      ]),
+    )
+    const rvs = new Set(patched.map((r) => r.metadata.resourceVersion))
+    t.equal(rvs.size, patched.length, 'every write has its own resourceVersion')
+    const stale = await rejection(runs.patchStatus('default', names[1] as string, { phase: 'Failed' }, { resourceVersion: (patched[0] as RunResource).metadata.resourceVersion }))
+    t.ok(stale instanceof ConflictError && stale.reason === 'Conflict', 'an optimistic patch with a stale resourceVersion is a Conflict')
+    for (const [i, name] of names.entries()) {
+      const run = (await runs.get('default', name)) as RunResource
+      if (run.status?.phase !== 'Running' || run.status.durationMs !== i || run.status.exitCode !== 0) {
+        t.fail(`both patches applied to ${name}: ${JSON.stringify(run.status)}`)
+        break
+      }
+    }
+    await runs.delete('default', names[2] as string)
+    await until('all events', async () => events.length >= 120 + 240 + 1)
+    abort.abort()
+    await watching
+    const order = events.map((e) => BigInt(e.object.metadata.resourceVersion))
+    t.ok(order.every((rv, i) => i === 0 || rv > (order[i - 1] as bigint)), 'events strictly ordered by resourceVersion')
+    // The event object is written by SQL in the same statement as the row: it must be the object.
+    const latest = new Map<string, RunResource>()
+    for (const event of events) if (event.type !== 'DELETED') latest.set(event.object.metadata.name, event.object)
+    const mismatch = (await runs.list('default')).items.filter((run) => latest.has(run.metadata.name) && JSON.stringify(sortDeep(latest.get(run.metadata.name))) !== JSON.stringify(sortDeep(run)))
+    t.same(mismatch.map((run) => run.metadata.name), [], 'each last event object equals the stored object (metadata, spec, status)')
+    const deleted = events.find((e) => e.type === 'DELETED')
+    t.equal(deleted?.object.metadata.name, names[2], 'DELETED event carries the object')
+    t.ok(BigInt(deleted?.object.metadata.resourceVersion ?? '0') > BigInt((patched.at(-1) as RunResource).metadata.resourceVersion), 'with a new resourceVersion')
+    await tasks.delete('default', 'batched')
   })
 
   t.test('watch delivers events in resourceVersion order from the list RV; cascade delete', async (t) => {

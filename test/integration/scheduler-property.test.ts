@@ -61,7 +61,23 @@ async function check(t: Test, world: World, step: string): Promise<void> {
   if (charged.length > 0) t.fail(`${step}: runs charged twice: ${charged.map((row) => row.run_id).join(', ')}`)
 }
 
-async function scenario(t: Test, world: World, seed: number, steps: number): Promise<void> {
+/**
+ * `aheadTickMs`: with runs dispatched ahead of their slot, a tick stops this long after the
+ * dispatch point so prepared runs wait for their instant while the next operation happens (a
+ * pause, delete, fund or crash then meets claimed, prepared runs).
+ */
+async function scenario(t: Test, world: World, seed: number, steps: number, aheadTickMs?: number): Promise<{ claimedAhead: bigint }> {
+  const tick = async (): Promise<void> => {
+    if (aheadTickMs === undefined) {
+      world.clock.advance(60_000)
+      return
+    }
+    // The clock moves to just after the next dispatch point (slot − ahead) first.
+    const slot = Math.ceil((world.clock.now().getTime() + 1) / 60_000) * 60_000
+    world.clock.advance(Math.max(1, slot - aheadTickMs - world.clock.now().getTime()))
+    await world.settle()
+    world.clock.advance(aheadTickMs + 500)
+  }
   const random = prng(seed)
   const ids: string[] = []
   let created = 0
@@ -78,8 +94,15 @@ async function scenario(t: Test, world: World, seed: number, steps: number): Pro
     } else if (roll < 0.45) {
       const modes: ExecutorMode[] = ['succeed', 'succeed', 'succeed', 'fail', 'timeout', 'infra']
       world.executor.mode = modes[Math.floor(random() * modes.length)] as ExecutorMode
-      world.clock.advance(60_000)
-      label = `tick (${world.executor.mode})`
+      if (aheadTickMs !== undefined && random() < 0.5) {
+        // Stop between dispatch and slot: the runs are claimed and wait for their instant.
+        const slot = Math.ceil((world.clock.now().getTime() + 1) / 60_000) * 60_000
+        world.clock.advance(Math.max(1, slot - aheadTickMs / 2 - world.clock.now().getTime()))
+        label = `tick to between dispatch and slot (${world.executor.mode})`
+      } else {
+        await tick()
+        label = `tick (${world.executor.mode})`
+      }
     } else if (roll < 0.55) {
       const id = pick() as string
       const amount = BigInt(1_000 + Math.floor(random() * 10_000))
@@ -110,7 +133,7 @@ async function scenario(t: Test, world: World, seed: number, steps: number): Pro
     } else {
       // Crash with runs in flight: the next tick's runs hang, the process dies, a new one starts.
       world.executor.mode = 'hang'
-      world.clock.advance(60_000)
+      await tick()
       await world.settle()
       await world.crashAndRestart()
       label = 'crash-restart'
@@ -129,6 +152,20 @@ async function scenario(t: Test, world: World, seed: number, steps: number): Pro
   t.equal(world.refunds.reduce((acc, refund) => acc + refund.amount, 0n), refundRows[0]?.total, `seed ${seed}: every recorded refund was sent once`)
   const executed = [...world.executor.executions.values()].reduce((acc, n) => acc + n, 0)
   t.ok(executed > 0, `seed ${seed}: ${executed} runs executed`)
+  if (aheadTickMs !== undefined) {
+    // The path under test was taken: runs claimed ahead and started on their slot, and some
+    // released unstarted (paused or deleted between dispatch and slot) at no cost.
+    const [ahead] = await world.db.query<{ on_slot: bigint; released: bigint; released_cost: bigint }>(
+      `select count(*) filter (where trigger = 'schedule' and status <> 'skipped' and created_at < started_at)::int8 as on_slot,
+              count(*) filter (where status = 'cancelled' and started_at is null)::int8 as released,
+              coalesce(sum(cost_micros) filter (where status = 'cancelled' and started_at is null), 0)::int8 as released_cost
+         from scheduler_runs`,
+    )
+    t.comment(`seed ${seed}: ${ahead?.on_slot} runs claimed before their slot, ${ahead?.released} released unstarted`)
+    t.equal(ahead?.released_cost, 0n, `seed ${seed}: released runs cost nothing`)
+    return { claimedAhead: ahead?.on_slot ?? 0n }
+  }
+  return { claimedAhead: 0n }
 }
 
 t.test('PGlite: random operation sequences keep the ledger exact and never run a slot twice', async (t) => {
@@ -142,12 +179,25 @@ t.test('PGlite: random operation sequences keep the ledger exact and never run a
   }
 })
 
+t.test('PGlite, runs dispatched 15 s ahead of their slot: the same properties with prepared runs in between', async (t) => {
+  let claimedAhead = 0n
+  for (const seed of [4, 5]) {
+    const world = await openWorld({ dispatchAheadMs: 15_000 })
+    try {
+      claimedAhead += (await scenario(t, world, seed, 40, 15_000)).claimedAhead
+    } finally {
+      await world.close()
+    }
+  }
+  t.ok(claimedAhead > 0n, `the path under test was taken: ${claimedAhead} runs claimed ahead of their slot`)
+})
+
 t.test('Postgres: the same properties', async (t) => {
   const url = await throwawayDatabase(t)
   if (url === undefined) return
-  const world = await openWorld({ databaseUrl: url })
+  const world = await openWorld({ databaseUrl: url, dispatchAheadMs: 15_000 })
   try {
-    await scenario(t, world, 7, 40)
+    await scenario(t, world, 7, 40, 15_000)
   } finally {
     await world.close()
   }

@@ -200,3 +200,58 @@ t.test('an invalid schedule creates nothing and says why', async (t) => {
   t.match(patch?.type === 'patchTaskStatus' ? patch.status.conditions : undefined, [{ type: 'Ready', status: 'False', reason: 'InvalidSchedule', message: /61/ }], 'Ready=False with the reason')
   t.notOk(actions.some((a) => a.type === 'createRun'))
 })
+
+t.test('lookahead: the next slot\'s Run is created ahead with notBefore = the slot, once, and is not in flight until then', async (t) => {
+  const task = makeTask('ahead', everyMinute, '2026-06-01T00:00:10.000Z')
+  const options = { lookaheadMs: 15_000 }
+  const early = reconcileTask({ task, runs: [], now: at('2026-06-01T00:00:30Z') }, options)
+  t.same(early.filter((a) => a.type === 'createRun'), [], 'nothing before the dispatch point')
+  t.same(early.find((a) => a.type === 'requeueAfter'), { type: 'requeueAfter', ms: 15_000 }, 'wakes at slot − lookahead')
+  const ahead = reconcileTask({ task, runs: [], now: at('2026-06-01T00:00:45Z') }, options)
+  const create = ahead.find((a) => a.type === 'createRun')
+  t.same(create, { type: 'createRun', name: 'ahead-202606010001', slot: '2026-06-01T00:01:00.000Z', trigger: 'schedule', notBefore: '2026-06-01T00:01:00.000Z' })
+  t.same(ahead.find((a) => a.type === 'requeueAfter'), { type: 'requeueAfter', ms: 15_000 }, 'then wakes at the slot')
+  const status = (ahead.find((a) => a.type === 'patchTaskStatus') as { status: { active?: string[]; activeCount?: number } } | undefined)?.status
+  t.same(status?.active, [], 'a run waiting for its slot is not in flight')
+  const waiting: RunResource = {
+    apiVersion: 'v',
+    kind: 'Run',
+    metadata: { name: 'ahead-202606010001', namespace: 'default', uid: 'r1', resourceVersion: '2', generation: 1, creationTimestamp: '2026-06-01T00:00:45.000Z' },
+    spec: { taskRef: { name: 'ahead' }, trigger: { type: 'schedule', scheduledTime: '2026-06-01T00:01:00.000Z' }, notBefore: '2026-06-01T00:01:00.000Z' },
+    status: { phase: 'Pending' },
+  }
+  const again = reconcileTask({ task, runs: [waiting], now: at('2026-06-01T00:00:50Z') }, options)
+  t.same(again.filter((a) => a.type === 'createRun' || a.type === 'deleteRun'), [], 'a repeated reconcile creates nothing twice')
+  const atSlot = reconcileTask({ task: { ...task, status: { lastScheduleTime: '2026-06-01T00:00:10.000Z' } }, runs: [waiting], now: at('2026-06-01T00:01:00.100Z') }, options)
+  t.same(atSlot.filter((a) => a.type === 'createRun' || a.type === 'deleteRun'), [], 'at the slot the existing Run is the slot\'s run')
+  const slotStatus = (atSlot.find((a) => a.type === 'patchTaskStatus') as { status: { active?: string[]; lastScheduleTime?: string } }).status
+  t.same(slotStatus.active, ['ahead-202606010001'], 'in flight from its slot on')
+  t.equal(slotStatus.lastScheduleTime, '2026-06-01T00:01:00.000Z')
+  const paused = reconcileTask({ task: { ...task, spec: { ...everyMinute, suspend: true } }, runs: [waiting], now: at('2026-06-01T00:00:50Z') }, options)
+  t.same(paused.filter((a) => a.type === 'deleteRun'), [{ type: 'deleteRun', name: 'ahead-202606010001' }], 'suspended before its slot: the waiting Run is deleted')
+  const rescheduled = reconcileTask({ task: { ...task, spec: { ...everyMinute, schedule: { cron: '*/5 * * * *' } } }, runs: [waiting], now: at('2026-06-01T00:00:50Z') }, options)
+  t.same(rescheduled.filter((a) => a.type === 'deleteRun'), [{ type: 'deleteRun', name: 'ahead-202606010001' }], 'a schedule that no longer has that slot: deleted')
+})
+
+t.test('reconcileRun: runs with notBefore are prepared ahead and released if they go away before starting', async (t) => {
+  const { reconcileRun } = await import('../../controllers/run-controller.ts')
+  const now = at('2026-06-01T00:00:50Z')
+  const run: RunResource = {
+    apiVersion: 'v',
+    kind: 'Run',
+    metadata: { name: 'r', namespace: 'default', uid: 'r', resourceVersion: '2', generation: 1, creationTimestamp: '2026-06-01T00:00:45.000Z' },
+    spec: { taskRef: { name: 't' }, trigger: { type: 'schedule', scheduledTime: '2026-06-01T00:01:00.000Z' }, notBefore: '2026-06-01T00:01:00.000Z' },
+    status: { phase: 'Pending' },
+  }
+  const base = { executing: false, prepared: false, canAdopt: false, now }
+  t.same(reconcileRun({ ...base, run, prepareAheadMs: 0 }), { type: 'requeueAfter', ms: 10_000 }, 'no lookahead: wait for the instant')
+  t.same(reconcileRun({ ...base, run, prepareAheadMs: 5_000 }), { type: 'requeueAfter', ms: 5_000 }, 'wait for the prepare point')
+  t.same(reconcileRun({ ...base, run, prepareAheadMs: 15_000 }), { type: 'prepare', dueAt: Date.parse('2026-06-01T00:01:00Z') }, 'prepared ahead, due at its instant')
+  t.same(reconcileRun({ ...base, run, prepared: true, prepareAheadMs: 15_000 }), { type: 'none' }, 'prepared once')
+  t.same(reconcileRun({ ...base, run: undefined, prepared: true, prepareAheadMs: 15_000 }), { type: 'release' }, 'deleted while prepared: released')
+  t.same(reconcileRun({ ...base, run: { ...run, spec: { ...run.spec, cancelRequested: true } }, prepared: true, prepareAheadMs: 15_000 }), { type: 'release' }, 'cancelled while prepared: released')
+  t.same(reconcileRun({ ...base, run: undefined, executing: true, prepareAheadMs: 15_000 }), { type: 'abort' }, 'deleted while executing: aborted')
+  t.same(reconcileRun({ ...base, run: { ...run, spec: { taskRef: { name: 't' }, trigger: run.spec.trigger } }, prepareAheadMs: 15_000 }), { type: 'prepare', dueAt: now.getTime() }, 'no notBefore: due now')
+  t.same(reconcileRun({ ...base, run: { ...run, status: { phase: 'Running' } }, prepareAheadMs: 0 }), { type: 'settleLost' }, 'Running but not ours (local): lost')
+  t.same(reconcileRun({ ...base, canAdopt: true, run: { ...run, status: { phase: 'Running' } }, prepareAheadMs: 0 }), { type: 'adopt' }, 'Running but not ours (Jobs): adopted')
+})

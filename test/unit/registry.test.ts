@@ -1,5 +1,6 @@
 // The registry is the product's contract: every SPEC operation, its schemas, prices and proofs.
-// Schemas are compiled with ajv configured as fastify configures it (src/platform/http.ts).
+// Schemas are compiled with ajv configured as fastify is configured (src/platform/http.ts): query
+// strings, path parameters and headers with type coercion, JSON bodies without.
 import t from 'tap'
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
 import addFormatsModule from 'ajv-formats'
@@ -16,28 +17,30 @@ import { createMetrics } from '../../src/platform/metrics.ts'
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
 
 const warnings: string[] = []
-function fastifyAjv(): Ajv {
+function fastifyAjv(coerceTypes: 'array' | false): Ajv {
   const ajv = new Ajv({
-    coerceTypes: 'array',
+    coerceTypes,
     useDefaults: true,
     removeAdditional: false,
     allErrors: false,
+    addUsedSchema: false,
     logger: { log: () => {}, warn: (...args: unknown[]) => warnings.push(args.join(' ')), error: (...args: unknown[]) => warnings.push(args.join(' ')) },
   })
   addFormats(ajv)
   return ajv
 }
-const ajv = fastifyAjv()
+const ajv = fastifyAjv('array')
+const bodyAjv = fastifyAjv(false)
 
-function compile(schema: TSchema): ValidateFunction {
-  return ajv.compile(JSON.parse(JSON.stringify(schema)) as object)
+function compile(schema: TSchema, part?: string): ValidateFunction {
+  return (part === 'body' ? bodyAjv : ajv).compile(JSON.parse(JSON.stringify(schema)) as object)
 }
 
 function schemaOf(operationId: string, part: 'body' | 'querystring' | 'params' | 'headers'): ValidateFunction {
   const operation = findOperation(operationId)
   const schema = operation?.schemas[part]
   if (!schema) throw new Error(`${operationId} has no ${part} schema`)
-  return compile(schema)
+  return compile(schema, part)
 }
 
 function check(validate: ValidateFunction, data: unknown): { ok: boolean; data: unknown; errors: ErrorObject[] } {
@@ -55,7 +58,7 @@ t.test('every schema compiles under fastify ajv options, strict mode, without wa
     const parts = { ...operation.schemas, response: undefined }
     for (const [part, schema] of Object.entries(parts)) {
       if (!schema) continue
-      t.doesNotThrow(() => compile(schema as TSchema), `${operation.operationId} ${part}`)
+      t.doesNotThrow(() => compile(schema as TSchema, part), `${operation.operationId} ${part}`)
       count += 1
     }
     for (const [status, schema] of Object.entries(operation.schemas.response)) {
@@ -377,8 +380,13 @@ t.test('task create body, headers and PATCH', async (t) => {
   const huge = check(validate, { ...open, max_sibling_spend_micros: '9007199254740993001' })
   t.ok(huge.ok, 'spend as a 19-digit string beyond 2^53')
   t.equal((huge.data as { max_sibling_spend_micros: unknown }).max_sibling_spend_micros, '9007199254740993001', 'kept exact, not coerced to a float')
-  const coerced = check(validate, { ...open, max_sibling_spend_micros: 250000 })
-  t.equal((coerced.data as { max_sibling_spend_micros: unknown }).max_sibling_spend_micros, '250000', 'a JSON integer is normalised to its digit string')
+  const asNumber = check(validate, { ...open, max_sibling_spend_micros: 250000 })
+  t.equal((asNumber.data as { max_sibling_spend_micros: unknown }).max_sibling_spend_micros, 250000, 'a JSON integer is kept as it is (bodies are not coerced)')
+  t.notOk(check(validate, { ...open, max_sibling_spend_micros: 1.5 }).ok, 'a fractional number is no micros')
+  t.notOk(check(validate, { ...base, max_runtime_sec: '10' }).ok, 'a digit string for a number field is rejected (bodies are not coerced)')
+  t.notOk(check(validate, { ...base, max_sibling_calls: '0' }).ok, 'a digit string for an integer field is rejected')
+  t.notOk(check(validate, { ...base, env: { N: 1 } }).ok, 'a number for a string env value is rejected')
+  t.notOk(check(validate, { ...base, artifacts: { enabled: 'true' } }).ok, 'a string for a boolean is rejected')
   t.notOk(check(validate, { ...open, max_sibling_spend_micros: '12345678901234567890' }).ok, 'at most 19 digits')
   t.ok(check(validate, { ...open, tool_list: ['cdn'] }).ok, 'tool_list set: spend optional')
 
@@ -419,7 +427,10 @@ t.test('task create body, headers and PATCH', async (t) => {
   t.ok(check(headers, { 'idempotency-key': 'k-1', 'x-pay-amount-micros': '1000000', host: 'x' }).ok, 'headers valid, others allowed')
   t.notOk(check(headers, { 'x-pay-amount-micros': '1000000' }).ok, 'Idempotency-Key required')
   t.notOk(check(headers, { 'idempotency-key': 'k', 'x-pay-amount-micros': '1e6' }).ok, 'amount is a digit string')
-  t.notOk(check(schemaOf('fundTask', 'headers'), { 'idempotency-key': 'k' }).ok, 'fund needs X-Pay-Amount-Micros')
+  // X-Pay-Amount-Micros is optional in the schema: the marketplace rail funds with a plan token and
+  // no amount header; the direct rail's precheck requires it (test/integration/scheduler-marketplace.test.ts).
+  t.ok(check(schemaOf('fundTask', 'headers'), { 'idempotency-key': 'k' }).ok, 'fund without X-Pay-Amount-Micros (marketplace rail)')
+  t.notOk(check(schemaOf('fundTask', 'headers'), { 'x-pay-amount-micros': '1000' }).ok, 'fund needs Idempotency-Key')
   t.ok(check(schemaOf('fundTask', 'body'), { top_up_amount_micros: '500000' }).ok, 'fund body')
   t.notOk(check(schemaOf('fundTask', 'body'), { top_up_amount_micros: 0 }).ok, 'fund amount > 0')
 

@@ -178,13 +178,15 @@ export const TaskCreateRequest = Type.Object(
 export const TaskCreateHeaders = Type.Object({
   'idempotency-key': IdempotencyKey,
   'x-pay-amount-micros': Type.Optional(
-    MicrosHeader({ description: 'Direct rail: the escrow paid with this call; must equal max_amount_usdc_micros' }),
+    MicrosHeader({ description: 'Direct rail (required there): the escrow paid with this call; must equal max_amount_usdc_micros. Not needed on the marketplace rail (Authorization: Bearer <plan access token>)' }),
   ),
 })
 
 export const TaskFundHeaders = Type.Object({
   'idempotency-key': IdempotencyKey,
-  'x-pay-amount-micros': MicrosHeader({ description: 'The top-up paid with this call; must equal top_up_amount_micros' }),
+  'x-pay-amount-micros': Type.Optional(
+    MicrosHeader({ description: 'Direct rail (required there): the top-up paid with this call; must equal top_up_amount_micros. Not needed on the marketplace rail' }),
+  ),
 })
 
 export const TaskFundRequest = Type.Object(
@@ -285,7 +287,7 @@ export const Task = Type.Object(
     webhook_enabled: Type.Boolean(),
     next_run_at: Nullable(Timestamp, { description: 'null when nothing is scheduled' }),
     cumulative_cost_micros: MicrosString({ description: 'Lifetime cost so far' }),
-    balance_micros: MicrosString({ description: 'max_amount_usdc_micros (plus top-ups) minus cumulative cost' }),
+    balance_micros: MicrosString({ description: 'max_amount_usdc_micros (plus top-ups) minus cumulative cost: the escrow (direct rail) or the remaining lifetime cap (marketplace rail)' }),
     estimated_ceiling_micros: MicrosString({ description: 'Per-run ceiling reserved before each run' }),
     recovery_hint: Type.Optional(RecoveryHint),
     created_at: Timestamp,
@@ -438,7 +440,7 @@ export const TaskLedger = Type.Object(
       Type.Object(
         {
           id: Type.String(),
-          kind: StringEnum(LEDGER_KINDS, { description: 'direct: charge, refund, run_cost, dust_forfeit, reversal (a charge whose payment did not settle); marketplace: usage (audit only)' }),
+          kind: StringEnum(LEDGER_KINDS, { description: 'direct: charge, refund, run_cost, dust_forfeit, reversal (a charge whose payment did not settle); marketplace (all audit only): charge (the lifetime cap and its raises), run_cost (a run against the cap), usage (the run\'s cost as reported on the marketplace meter)' }),
           amount_micros: SignedMicrosString({ description: 'Positive into escrow, negative out of it' }),
           tx_hash: Nullable(Type.String(), { description: 'On-chain transaction hash (direct rail)' }),
           run_id: Nullable(Type.String()),
@@ -447,7 +449,7 @@ export const TaskLedger = Type.Object(
         { additionalProperties: false },
       ),
     ),
-    sum_micros: SignedMicrosString({ description: 'Direct rail: max_amount minus cumulative cost; 0 on a terminal task' }),
+    sum_micros: SignedMicrosString({ description: 'Direct rail: max_amount minus cumulative cost; 0 on a terminal task. Marketplace rail: the remaining lifetime cap (usage rows excluded, nothing is ever refunded)' }),
     authoritative: Type.Boolean({ description: 'false on the marketplace rail, where marketplace usage is authoritative' }),
   },
   { additionalProperties: false },
