@@ -160,6 +160,23 @@ export function createSchedulerMarketplace(deps: SchedulerMarketplaceDeps) {
   }
 
   /**
+   * What the holder's plans can still pay for: the best plan credit left minus what the holder's
+   * marketplace runs in flight have reserved. The dispatch funding check of a marketplace task
+   * uses min(remaining cap, this), so a holder with several tasks on one plan cannot overdraw it.
+   */
+  async function planRoom(q: Queryable, owner: string): Promise<Micros> {
+    const agentId = agentIdOfOwner(owner)
+    if (agentId === undefined) return 0n
+    const credit = await creditLeft(q, agentId)
+    const [row] = await q.query<{ reserved: bigint }>(
+      `select coalesce(sum(r.reserved_micros), 0)::int8 as reserved from scheduler_runs r join scheduler_tasks t on t.id = r.task_id
+        where t.owner = $1 and t.rail = 'marketplace' and r.status in ('claimed', 'running')`,
+      [owner],
+    )
+    return credit - (row?.reserved ?? 0n)
+  }
+
+  /**
    * Before a run is asked for (run now, webhook, trigger, resume, fund): a marketplace task whose
    * holder has no covering plan for one ceiling answers 403 plan_required. Other rails and
    * terminal tasks pass (the state machine answers those).
@@ -284,6 +301,7 @@ export function createSchedulerMarketplace(deps: SchedulerMarketplaceDeps) {
     plans,
     holder,
     requireAccess,
+    planRoom,
     assertCanRun,
     reportRunUsage,
     usageOf,

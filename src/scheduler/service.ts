@@ -202,12 +202,22 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
     return out
   }
 
-  async function factsOf(q: Queryable, task: TaskRow, known?: { summary: EscrowSummary; inFlight: boolean }): Promise<TransitionFacts & { escrow: EscrowSummary }> {
+  /**
+   * `heldInBatch`: reservations a batched dispatch made earlier in the same transaction for other
+   * marketplace tasks of this holder (not visible in the database yet).
+   */
+  async function factsOf(q: Queryable, task: TaskRow, known?: { summary: EscrowSummary; inFlight: boolean }, heldInBatch = 0n): Promise<TransitionFacts & { escrow: EscrowSummary }> {
     const { summary, inFlight } = known ?? (await escrowFacts(q, task.id))
+    let available = summary.available_micros
+    if (task.rail === 'marketplace') {
+      // The cap is the seller-local limit; the holder's plan credit is what pays.
+      const room = (await marketplace.planRoom(q, task.owner)) - heldInBatch
+      if (room < available) available = room < 0n ? 0n : room
+    }
     return {
       now: clock.now(),
       ceiling_micros: ceilingOf(task.spec, rates),
-      available_micros: summary.available_micros,
+      available_micros: available,
       run_in_flight: inFlight,
       escrow: summary,
     }
@@ -947,6 +957,7 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
       const out: (DispatchResult | { pending: RunRowInsert })[] = []
       const inserts: RunRowInsert[] = []
       const tokenUpdates: { id: string; token: string }[] = []
+      const heldByOwner = new Map<string, bigint>()
       for (const input of inputs) {
         const row = existing.get(input.runId)
         if (row !== undefined) {
@@ -963,7 +974,7 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
           out.push({ kind: 'skipped', reason: 'TaskNotFound', message: `task ${input.taskId} does not exist` })
           continue
         }
-        const facts = await factsOf(tx, task, known.get(task.id))
+        const facts = await factsOf(tx, task, known.get(task.id), heldByOwner.get(task.owner) ?? 0n)
         const result = transition(snapshot(task), { type: 'dispatch', trigger: input.trigger }, facts)
         if (input.ahead === true && result.effects.some((effect) => effect.type === 'skip_run' && effect.reason === 'run_in_flight')) {
           out.push({ kind: 'deferred' })
@@ -973,6 +984,7 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
         afters.push({ task, after })
         const start = result.effects.find((effect) => effect.type === 'start_run')
         if (start && start.type === 'start_run') {
+          if (task.rail === 'marketplace') heldByOwner.set(task.owner, (heldByOwner.get(task.owner) ?? 0n) + start.reserve_micros)
           const token = newBearerSecret('run_')
           const insert: RunRowInsert = { id: input.runId, task_id: task.id, trigger: input.trigger, status: 'claimed', reserved: start.reserve_micros, outcome: null, error: null, token_hash: secretHash(token), finished: null, token }
           inserts.push(insert)

@@ -166,6 +166,8 @@ async function suite(t: Test, databaseUrl?: string): Promise<void> {
   await h.buyPlan(dave.token)
   const erin = await h.register()
   await h.buyPlan(erin.token)
+  const frank = await h.register()
+  await h.buyPlan(frank.token)
   const create = (key: string, options: { token?: string; headers?: Record<string, string>; body?: Record<string, unknown> } = {}) =>
     h.call('POST', '/api/v1/tasks', { ...options, headers: { 'idempotency-key': key, ...(options.headers ?? {}) }, body: options.body ?? taskBody() })
 
@@ -435,6 +437,26 @@ async function suite(t: Test, databaseUrl?: string): Promise<void> {
     t.same(rows.map((row) => [row.units, row.included_units, row.debited_micros]), [[1_500n, 1_500n, 0n], [1_500n, 1_000n, 500n]], 'free units first, then the plan')
     t.equal(await planCredit(world, erin.agentId), 5_000_000n - 500n)
     await h.call('DELETE', `/api/v1/tasks/${id}`, { token: erin.token })
+  })
+
+  await t.test('one plan, two tasks: dispatch counts what the holder\'s other runs in flight reserved', async (t) => {
+    const first = await create('k-frank-a', { token: frank.token })
+    const second = await create('k-frank-b', { token: frank.token })
+    t.equal(first.status, 201)
+    t.equal(second.status, 201)
+    const ceiling = BigInt(first.body.estimated_ceiling_micros as string)
+    // Leave the plan credit for one and a half ceilings.
+    const plans = findService('scheduler')!.plans
+    t.ok(await h.payments.agents.debitPlan({ agentId: frank.agentId, service: 'scheduler', plans, costMicros: 5_000_000n - ceiling - ceiling / 2n, operationId: 'elsewhere', requestId: 'r-frank' }))
+    world.executor.mode = 'hang' // the first run stays in flight, its ceiling reserved
+    world.clock.advance(60_000)
+    await world.settle()
+    const runs = await world.db.query<{ task_id: string; status: string }>(`select task_id, status from scheduler_runs where task_id = any($1::text[])`, [[first.body.id, second.body.id]])
+    t.equal(runs.filter((run) => run.status === 'claimed' || run.status === 'running').length, 1, 'one run dispatched: the plan covers one ceiling beside it')
+    t.equal(runs.filter((run) => run.status === 'skipped').length, 1, 'the other is skipped')
+    const statuses = await Promise.all([first, second].map(async (created) => (await h.call('GET', `/api/v1/tasks/${created.body.id}`, { token: frank.token })).body.status))
+    t.same(statuses.sort(), ['active', 'paused_insufficient_funds'], 'and its task paused until the plan covers it')
+    world.executor.mode = 'succeed'
   })
 
   await t.test('discovery names the rail, the plan and the meter', async (t) => {
