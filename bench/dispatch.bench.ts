@@ -11,17 +11,20 @@
 // Flow: controllers start on the empty database (as in a live deployment where tasks arrive through
 // the API); the tasks are created just after a minute boundary, so every task's first slot is the
 // next boundary and no catch-up slot is mixed in; the controllers get until 1.5 s before that
-// boundary to go quiet; then 1 (or 2 consecutive) slots are measured in one window that ends when
+// boundary to go quiet; then 1 to 6 consecutive slots are measured in one window that ends when
 // every run of every measured slot has executed, or --window-sec after the last slot.
 //
 //   node --expose-gc bench/dispatch.bench.ts                      (10,000 tasks, Postgres, 1 slot)
 //   node --expose-gc bench/dispatch.bench.ts --tasks 2000 --slots 2 --db pglite
 //   node bench/dispatch.bench.ts --tasks 2000 --cpu-profile /tmp/dispatch.cpuprofile   (window only)
-// Flags: --tasks N, --db postgres|pglite, --slots 1|2, --max-parallel N (RunController, default 4 =
-// SANDBOX_MAX_PARALLEL's default), --concurrency N (TaskController queue, default 4), --poll-ms N
-// (store watch poll, default 100 as in src/runtime.ts), --window-sec N (default 300 = the starting
-// deadline), --create-concurrency N (default 8), --cpu-profile FILE (V8 sampling profile of the
-// window; prints the top self-time functions).
+// Flags: --tasks N, --db postgres|pglite, --slots 1-6 (from the 4th on, finished runs beyond the history limit are deleted as well), --max-parallel N (RunController places,
+// default 4 = SANDBOX_MAX_PARALLEL's default; the controller's own lag is measured with
+// --max-parallel 10000, i.e. an executor that is never the limit), --concurrency N (TaskController
+// queue, default 256 as in production), --ahead-sec N (SCHEDULER_DISPATCH_AHEAD_SEC, default 15;
+// 0 = dispatch at the slot), --pool N (DATABASE_POOL_MAX, default 20), --poll-ms N (store watch
+// poll, default 100 as in src/runtime.ts), --window-sec N (default 300 = the starting deadline),
+// --create-concurrency N (default 8), --cpu-profile FILE (V8 sampling profile of the window;
+// prints the top self-time functions).
 // Database: BENCH_DATABASE_URL or TEST_DATABASE_URL or postgres://postgres@127.0.0.1:5432/test; an
 // admin connection creates ag_bench_<hex> and drops it at the end (also on Ctrl-C).
 import { randomBytes } from 'node:crypto'
@@ -61,7 +64,7 @@ const { values: args } = parseArgs({
 })
 const N = Number(args.tasks)
 const DB_KIND = args.db === 'pglite' ? 'pglite' : 'postgres'
-const SLOTS = Math.max(1, Math.min(2, Number(args.slots)))
+const SLOTS = Math.max(1, Math.min(6, Number(args.slots)))
 const MAX_PARALLEL = Number(args['max-parallel'])
 const CONCURRENCY = Number(args.concurrency)
 const POLL_MS = Number(args['poll-ms'])

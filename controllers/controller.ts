@@ -51,6 +51,8 @@ export class TaskController {
   readonly #tasks: Informer<TaskResource>
   readonly #runs: Informer<RunResource>
   readonly #queue: WorkQueue
+  /** resourceVersion of our last status write per Task, until the informer has shown it. */
+  readonly #written = new Map<string, bigint>()
   /** Counters for tests and metrics. */
   readonly stats = { reconciles: 0, runsCreated: 0, alreadyExists: 0, runsDeleted: 0, statusWrites: 0, errors: 0 }
 
@@ -106,7 +108,20 @@ export class TaskController {
     if (!this.#tasks.hasSynced || !this.#runs.hasSynced) return
     const { namespace, name } = splitKey(key)
     const task = this.#tasks.get(namespace, name)
-    if (task === undefined) return
+    if (task === undefined) {
+      this.#written.delete(key)
+      return
+    }
+    // Our own last status write has not reached the cache yet: deciding on the older object would
+    // only end in a Conflict. Look again when the watch has caught up.
+    const written = this.#written.get(key)
+    if (written !== undefined) {
+      if (BigInt(task.metadata.resourceVersion) < written) {
+        this.#queue.addAfter(key, 50)
+        return
+      }
+      this.#written.delete(key)
+    }
     this.stats.reconciles += 1
     const runs = this.#runs.byIndex(BY_TASK, key).filter((run) => run.spec.taskRef?.name === name)
     const actions = reconcileTask({ task, runs, now: this.#clock.now() }, this.#options.reconcile)
@@ -151,9 +166,10 @@ export class TaskController {
     }
     for (const action of actions) {
       if (action.type !== 'patchTaskStatus') continue
-      await this.#options.tasks.patchStatus(namespace, name, statusPatch(task.status ?? {}, action.status), {
+      const updated = await this.#options.tasks.patchStatus(namespace, name, statusPatch(task.status ?? {}, action.status), {
         resourceVersion: task.metadata.resourceVersion,
       })
+      this.#written.set(key, BigInt(updated.metadata.resourceVersion))
       this.stats.statusWrites += 1
     }
     for (const action of actions) {

@@ -107,6 +107,8 @@ export interface RunControllerOptions {
   prepareAheadMs?: number
   /** Runs reconciled (claimed, prepared) at once (default 64; database calls queue on the pool). */
   concurrency?: number
+  /** Finished runs being settled at once (default 500; the ledger group-commits them); the rest wait their turn. */
+  settleConcurrency?: number
   /** How long a deferred run (behind an in-flight one) waits before it is looked at again. */
   deferMs?: number
   /**
@@ -127,7 +129,7 @@ interface Prepared {
 }
 
 /** Runs marked started per ledger call, and such calls in flight at once. */
-const START_BATCH = 500
+const START_BATCH = 2_000
 const START_CALLS = 4
 
 export class RunController {
@@ -416,6 +418,15 @@ export class RunController {
     }
   }
 
+  #settling = 0
+  readonly #settleWaiters: (() => void)[] = []
+
+  async #settleSlot(): Promise<void> {
+    // A place freed by a finished settlement is handed straight to the oldest waiter.
+    if (this.#settling >= (this.#options.settleConcurrency ?? 500)) await new Promise<void>((resolve) => this.#settleWaiters.push(resolve))
+    else this.#settling += 1
+  }
+
   #launch(prepared: Prepared): void {
     const { key, adopt } = prepared
     this.#executing.set(key, prepared.abort)
@@ -440,6 +451,19 @@ export class RunController {
     this.#settled.add(key)
     this.#executing.delete(key)
     this.#pump()
+  }
+
+  /** finishRun is idempotent: a failed attempt (a database hiccup) is retried before giving up. */
+  async #settle(name: string, result: ExecutionResult): Promise<{ run: SettledRun }> {
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        return await this.#options.ledger.finishRun(name, result)
+      } catch (error) {
+        if (attempt >= 3 || this.#stopped) throw error
+        this.#options.onError?.(`settle ${name} (attempt ${attempt})`, error)
+        await new Promise<void>((resolve) => this.#clock.setTimeout(() => resolve(), 1_000 * attempt))
+      }
+    }
   }
 
   async #release(key: string, reason: string): Promise<void> {
@@ -471,10 +495,19 @@ export class RunController {
       result = ledger.lostResult(`the executor failed: ${(error as Error).message ?? String(error)}`)
     }
     this.#free(prepared.key)
-    const { run: final } = await ledger.finishRun(name, result)
-    this.stats.finished += 1
-    await runningWrite
-    await this.#writeFinal(run, final)
+    // Settling waits for one of a bounded number of places (the ledger group-commits them), so a
+    // burst of finished runs never holds unbounded work in memory.
+    await this.#settleSlot()
+    try {
+      const { run: final } = await this.#settle(name, result)
+      this.stats.finished += 1
+      await runningWrite
+      await this.#writeFinal(run, final)
+    } finally {
+      const next = this.#settleWaiters.shift()
+      if (next !== undefined) next()
+      else this.#settling -= 1
+    }
   }
 
   async #writeFinal(run: RunResource, final: SettledRun): Promise<void> {

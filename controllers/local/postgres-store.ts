@@ -313,25 +313,28 @@ export class PostgresResourceStore<R extends AnyResource> implements ResourceSto
   }
 
   async delete(namespace: string, name: string): Promise<void> {
-    // Background cascade in one statement: the object, then its dependents (any kind, found through
-    // ownerReferences, breadth first), each with its own resourceVersion and DELETED event.
+    // Background cascade: the object, then its dependents (any kind, found through ownerReferences
+    // with the GIN index, breadth first), removed in ONE statement, each with its own
+    // resourceVersion and DELETED event.
+    const [root] = await this.#db.query<{ uid: string }>('select uid from resources where kind = $1 and namespace = $2 and name = $3', [this.kind, namespace, name])
+    if (root === undefined) throw new NotFoundError(`${this.kind} ${namespace}/${name} not found`)
+    const doomed = [root.uid]
+    for (let i = 0; i < doomed.length; i += 1) {
+      const dependents = await this.#db.query<{ uid: string }>(
+        'select uid from resources where namespace = $1 and owner_references @> $2::jsonb order by kind, name',
+        [namespace, toJson([{ uid: doomed[i] }])],
+      )
+      for (const dependent of dependents) if (!doomed.includes(dependent.uid)) doomed.push(dependent.uid)
+    }
     const gone = await this.#db.query<{ n: number }>(
-      `with recursive tree as (
-         select r.uid, r.namespace, 0 as depth, array[r.uid] as path from resources r where r.kind = $1 and r.namespace = $2 and r.name = $3
-         union all
-         select d.uid, d.namespace, t.depth + 1, t.path || d.uid from tree t
-           join resources d on d.namespace = t.namespace and d.owner_references @> jsonb_build_array(jsonb_build_object('uid', t.uid))
-          where not d.uid = any(t.path)),
-       doomed as (select uid, min(depth) as depth from tree group by uid),
-       ordered as (select d.uid, row_number() over (order by d.depth, r.kind, r.name) as ord, count(*) over () as total
-                     from doomed d join resources r on r.uid = d.uid),
-       c as (update resource_version_counter set rv = rv + (select count(*) from ordered) where exists (select 1 from ordered) returning rv),
-       del as (delete from resources r using ordered o where r.uid = o.uid
-               returning r.*, (select rv from c) - o.total + o.ord as new_rv),
+      `with d as (select uid, ord from unnest($1::text[]) with ordinality as d(uid, ord)),
+       c as (update resource_version_counter set rv = rv + $2 returning rv),
+       del as (delete from resources r using d where r.uid = d.uid
+               returning r.*, (select rv from c) - $2 + d.ord as new_rv),
        e as (insert into resource_events (resource_version, kind, type, object)
              select del.new_rv, del.kind, 'DELETED', ${OBJECT_JSON('del', 'del.new_rv')} from del)
        select count(*)::int4 as n from del`,
-      [this.kind, namespace, name],
+      [doomed, doomed.length],
     )
     const count = gone[0]?.n ?? 0
     if (count === 0) throw new NotFoundError(`${this.kind} ${namespace}/${name} not found`)

@@ -971,7 +971,9 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
         }
         const task = tasks.get(input.taskId)
         if (task === undefined) {
-          out.push({ kind: 'skipped', reason: 'TaskNotFound', message: `task ${input.taskId} does not exist` })
+          // The Task resource is written before the task row commits (createTask): a run created
+          // ahead for a task made seconds before its slot can get here first. Look again later.
+          out.push(input.ahead === true ? { kind: 'deferred' } : { kind: 'skipped', reason: 'TaskNotFound', message: `task ${input.taskId} does not exist` })
           continue
         }
         const facts = await factsOf(tx, task, known.get(task.id), heldByOwner.get(task.owner) ?? 0n)
@@ -1144,57 +1146,136 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
    * completion e-mail. Returns the final run row. A second call returns the same row.
    */
   async function finishRun(runId: string, result: ExecutionResult): Promise<{ run: RunRow; continuation?: { delaySec: number } }> {
-    let task!: TaskRow
-    let after: AfterCommit = {}
-    let continuation: { delaySec: number } | undefined
-    const run = await db.transaction(async (tx) => {
-      const current = (await tx.query<RunRow>(`select * from scheduler_runs where id = $1 for update`, [runId]))[0]
-      if (current === undefined) throw new Error(`run ${runId} was never claimed`)
-      if ((RUN_FINAL_STATUSES as readonly string[]).includes(current.status)) return current
-      task = (await loadTask(tx, current.task_id, true)) as TaskRow
-      const cost = costOf(current, result)
-      const settled = finalizeRun({ run_id: runId, amount_micros: current.reserved_micros }, cost)
-      for (const row of settled.rows) {
-        await tx.query(`insert into scheduler_ledger (task_id, kind, amount_micros, run_id) values ($1, 'run_cost', $2, $3)`, [task.id, row.amount_micros, runId])
+    const input = { runId, result }
+    const outcome = await finishBatcher.submit(input)
+    if (outcome === undefined) throw new Error(`run ${runId} was never claimed`)
+    return afterFinish(input, outcome)
+  }
+
+  // Settlements are group-committed like dispatches: one transaction settles a batch of runs, the
+  // ledger rows and run records written in one statement each; each caller then does its own
+  // post-commit work.
+  const finishBatcher = new Batcher<FinishInput, FinishOutcome | undefined>((inputs) => finishBatch(inputs), (input) => input.runId, 200)
+
+  interface FinishInput {
+    runId: string
+    result: ExecutionResult
+  }
+
+  interface FinishOutcome {
+    run: RunRow
+    /** Set when this call settled the run (not when it was settled already). */
+    task?: TaskRow
+    after?: AfterCommit
+    continuation?: { delaySec: number }
+  }
+
+  async function finishBatch(inputs: readonly FinishInput[]): Promise<(FinishOutcome | undefined)[]> {
+    return db.transaction(async (tx) => {
+      const ids = inputs.map((input) => input.runId)
+      const current = new Map((await tx.query<RunRow>(`select * from scheduler_runs where id = any($1::text[]) order by id for update`, [ids])).map((row) => [row.id, row]))
+      // One run per task is settled per pass; another of the same task (never in normal flight:
+      // one run at a time) goes in the next pass of this transaction, seeing the first's effects.
+      const outcomes = new Map<string, FinishOutcome>()
+      let pending = inputs.filter((input) => {
+        const row = current.get(input.runId)
+        if (row === undefined) return false // never claimed: that caller gets the error
+        if (!(RUN_FINAL_STATUSES as readonly string[]).includes(row.status)) return true
+        outcomes.set(input.runId, { run: row })
+        return false
+      })
+      while (pending.length > 0) {
+        const seen = new Set<string>()
+        const pass: FinishInput[] = []
+        const later: FinishInput[] = []
+        for (const input of pending) {
+          const taskId = (current.get(input.runId) as RunRow).task_id
+          if (seen.has(taskId)) later.push(input)
+          else {
+            seen.add(taskId)
+            pass.push(input)
+          }
+        }
+        for (const [id, outcome] of await settlePass(tx, pass, current)) outcomes.set(id, outcome)
+        pending = later
       }
+      return inputs.map((input) => outcomes.get(input.runId))
+    })
+  }
+
+  async function settlePass(tx: Queryable, pass: readonly FinishInput[], current: Map<string, RunRow>): Promise<Map<string, FinishOutcome>> {
+    const taskIds = [...new Set(pass.map((input) => (current.get(input.runId) as RunRow).task_id))].sort()
+    const tasks = new Map((await tx.query<TaskRow>(`select * from scheduler_tasks where id = any($1::text[]) order by id for update`, [taskIds])).map((task) => [task.id, task]))
+    const cap = rates.hard_caps.max_output_bytes_in_run
+    const ledger: { task_id: string; amount: bigint; run_id: string }[] = []
+    const updates: unknown[][] = []
+    for (const { runId, result } of pass) {
+      const run = current.get(runId) as RunRow
+      const settled = finalizeRun({ run_id: runId, amount_micros: run.reserved_micros }, costOf(run, result))
+      for (const row of settled.rows) ledger.push({ task_id: run.task_id, amount: row.amount_micros, run_id: runId })
       if (settled.absorbed_micros > 0n) logger.warn({ runId, absorbed: settled.absorbed_micros.toString() }, 'run cost above its reservation was absorbed')
-      const cap = rates.hard_caps.max_output_bytes_in_run
-      const rows = await tx.query<RunRow>(
-        `update scheduler_runs set status = $2, reserved_micros = 0, cost_micros = $3, exit_code = $4, outcome = $5, error = $6, stdout = $7, stderr = $8,
-                stdout_bytes = $9, stderr_bytes = $10, runtime_version = $11, install_ms = $12, started_at = coalesce(started_at, $13), finished_at = $14, token_hash = null
-          where id = $1 returning *`,
-        [
-          runId,
-          OUTCOME_STATUS[result.outcome],
-          settled.charged_micros,
-          result.exitCode,
-          result.outcome,
-          result.error ?? null,
-          truncateUtf8(result.stdout, cap),
-          truncateUtf8(result.stderr, cap),
-          result.stdoutBytes,
-          result.stderrBytes,
-          result.runtimeVersion,
-          Math.round(result.installDurationMs),
-          result.notStarted === true ? null : result.startedAt,
-          result.finishedAt,
-        ],
+      updates.push([
+        runId,
+        OUTCOME_STATUS[result.outcome],
+        settled.charged_micros,
+        result.exitCode,
+        result.outcome,
+        result.error ?? null,
+        truncateUtf8(result.stdout, cap),
+        truncateUtf8(result.stderr, cap),
+        result.stdoutBytes,
+        result.stderrBytes,
+        result.runtimeVersion,
+        Math.round(result.installDurationMs),
+        result.notStarted === true ? null : result.startedAt,
+        result.finishedAt,
+      ])
+    }
+    if (ledger.length > 0) {
+      await tx.query(
+        `insert into scheduler_ledger (task_id, kind, amount_micros, run_id) select l.task_id, 'run_cost', l.amount, l.run_id from unnest($1::text[], $2::int8[], $3::text[]) with ordinality as l(task_id, amount, run_id, ord) order by l.ord`,
+        [ledger.map((l) => l.task_id), ledger.map((l) => l.amount), ledger.map((l) => l.run_id)],
       )
-      const finished = rows[0] as RunRow
+    }
+    const column = (i: number) => updates.map((u) => u[i])
+    const finishedRows = await tx.query<RunRow>(
+      `update scheduler_runs r set status = u.status, reserved_micros = 0, cost_micros = u.cost, exit_code = u.exit_code, outcome = u.outcome, error = u.error,
+              stdout = u.stdout, stderr = u.stderr, stdout_bytes = u.stdout_bytes, stderr_bytes = u.stderr_bytes, runtime_version = u.runtime_version,
+              install_ms = u.install_ms, started_at = coalesce(r.started_at, u.started_at), finished_at = u.finished_at, token_hash = null
+         from unnest($1::text[], $2::text[], $3::int8[], $4::int4[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int8[], $10::int8[], $11::text[], $12::int4[], $13::timestamptz[], $14::timestamptz[])
+              as u(id, status, cost, exit_code, outcome, error, stdout, stderr, stdout_bytes, stderr_bytes, runtime_version, install_ms, started_at, finished_at)
+        where r.id = u.id
+        returning r.*`,
+      [column(0), column(1), column(2), column(3), column(4), column(5), column(6), column(7), column(8), column(9), column(10), column(11), column(12), column(13)],
+    )
+    const finished = new Map(finishedRows.map((row) => [row.id, row]))
+    const known = await escrowFactsMany(tx, taskIds)
+    const out = new Map<string, FinishOutcome>()
+    for (const { runId, result } of pass) {
+      const before = current.get(runId) as RunRow
+      const task = tasks.get(before.task_id) as TaskRow
+      const run = finished.get(runId) as RunRow
+      current.set(runId, run)
       const infraFailures = result.outcome === 'infra_error' ? task.consecutive_infra_failures + 1 : 0
-      const wantsContinuation = current.continuation_delay_sec !== null && result.outcome === 'succeeded' && task.status === 'active'
-      const chain = wantsContinuation ? (current.trigger === 'continuation' ? task.consecutive_continuations : 0) + 1 : 0
+      const wantsContinuation = before.continuation_delay_sec !== null && result.outcome === 'succeeded' && task.status === 'active'
+      const chain = wantsContinuation ? (before.trigger === 'continuation' ? task.consecutive_continuations : 0) + 1 : 0
       if (infraFailures !== task.consecutive_infra_failures || chain !== task.consecutive_continuations) {
         await tx.query(`update scheduler_tasks set consecutive_infra_failures = $2, consecutive_continuations = $3 where id = $1`, [task.id, infraFailures, chain])
       }
-      if (wantsContinuation) continuation = { delaySec: current.continuation_delay_sec as number }
-      const facts = await factsOf(tx, task)
+      const facts = await factsOf(tx, task, known.get(task.id))
       const outcome: RunOutcome = result.outcome
-      after = await applyTransition(tx, task, transition(snapshot(task), { type: 'run_finished', outcome, consecutive_infra_failures: infraFailures }, facts), facts)
-      Object.assign(after, await marketplace.reportRunUsage(tx, task, finished)) // marketplace rail: usage report + plan debit once per run, may pause (marketplace.ts)
-      return finished
-    })
-    if (task === undefined) return { run }
+      const after = await applyTransition(tx, task, transition(snapshot(task), { type: 'run_finished', outcome, consecutive_infra_failures: infraFailures }, facts), facts)
+      Object.assign(after, await marketplace.reportRunUsage(tx, task, run)) // marketplace rail: usage report + plan debit once per run, may pause (marketplace.ts)
+      out.set(runId, { run, task, after, ...(wantsContinuation ? { continuation: { delaySec: before.continuation_delay_sec as number } } : {}) })
+    }
+    return out
+  }
+
+  /** After a settlement commits: the run log, the task's follow-up, a continuation, the e-mail. */
+  async function afterFinish(input: FinishInput, outcome: FinishOutcome): Promise<{ run: RunRow; continuation?: { delaySec: number } }> {
+    const { run, task, after, continuation } = outcome
+    const { runId, result } = input
+    if (task === undefined || after === undefined) return { run }
     if (result.notStarted === true) {
       // Released before it started: no log, no e-mail, no continuation; the task's follow-up (a
       // refund once a deleted task's last run is settled) still happens.
