@@ -132,6 +132,8 @@ interface PatchInput {
 interface KindBatches {
   create: Batcher<CreateInput, ResourceRow | undefined>
   patch: Batcher<PatchInput, ResourceRow | undefined>
+  /** Deletes with their cascade; answers how many objects went (0 = not found). */
+  remove: Batcher<{ namespace: string; name: string }, number>
 }
 
 const MAX_BATCH = 500
@@ -199,7 +201,56 @@ function makeBatches(db: Db, kind: string): KindBatches {
     (item) => `${item.namespace}/${item.name}`,
     MAX_BATCH,
   )
-  return { create, patch }
+  const remove = new Batcher<{ namespace: string; name: string }, number>(
+    async (items) => {
+      // Background cascade: each object, then its dependents (any kind, found level by level
+      // through the indexed owner_uids), all removed in ONE statement, each with its own
+      // resourceVersion and DELETED event.
+      const roots = await db.query<{ uid: string; namespace: string; name: string }>(
+        `select r.uid, r.namespace, r.name from resources r join unnest($2::text[], $3::text[]) as i(namespace, name)
+            on r.kind = $1 and r.namespace = i.namespace and r.name = i.name`,
+        [kind, items.map((i) => i.namespace), items.map((i) => i.name)],
+      )
+      const rootOf = new Map<string, string>() // uid → the item key it is deleted for
+      for (const root of roots) rootOf.set(root.uid, `${root.namespace}/${root.name}`)
+      const doomed = [...rootOf.keys()]
+      for (let level = doomed; level.length > 0; ) {
+        const dependents = await db.query<{ uid: string; owner: string }>(
+          `select r.uid, o.uid as owner from resources r cross join lateral jsonb_array_elements_text(r.owner_uids) as o(uid)
+            where r.owner_uids ?| $1::text[] and o.uid = any($1::text[])
+            order by r.kind, r.name`,
+          [level],
+        )
+        const next: string[] = []
+        for (const dependent of dependents) {
+          if (rootOf.has(dependent.uid)) continue
+          rootOf.set(dependent.uid, rootOf.get(dependent.owner) as string)
+          next.push(dependent.uid)
+          doomed.push(dependent.uid)
+        }
+        level = next
+      }
+      const gone = doomed.length === 0 ? [] : await db.query<{ uid: string }>(
+        `with d as (select uid, ord from unnest($1::text[]) with ordinality as d(uid, ord)),
+         c as (update resource_version_counter set rv = rv + $2 returning rv),
+         del as (delete from resources r using d where r.uid = d.uid
+                 returning r.*, (select rv from c) - $2 + d.ord as new_rv),
+         e as (insert into resource_events (resource_version, kind, type, object)
+               select del.new_rv, del.kind, 'DELETED', ${OBJECT_JSON('del', 'del.new_rv')} from del)
+         select uid from del`,
+        [doomed, doomed.length],
+      )
+      const counts = new Map<string, number>()
+      for (const { uid } of gone) {
+        const key = rootOf.get(uid) as string
+        counts.set(key, (counts.get(key) ?? 0) + 1)
+      }
+      return items.map((item) => counts.get(`${item.namespace}/${item.name}`) ?? 0)
+    },
+    (item) => `${item.namespace}/${item.name}`,
+    MAX_BATCH,
+  )
+  return { create, patch, remove }
 }
 
 function parseRv(value: string): bigint {
@@ -313,30 +364,7 @@ export class PostgresResourceStore<R extends AnyResource> implements ResourceSto
   }
 
   async delete(namespace: string, name: string): Promise<void> {
-    // Background cascade: the object, then its dependents (any kind, found through ownerReferences
-    // with the GIN index, breadth first), removed in ONE statement, each with its own
-    // resourceVersion and DELETED event.
-    const [root] = await this.#db.query<{ uid: string }>('select uid from resources where kind = $1 and namespace = $2 and name = $3', [this.kind, namespace, name])
-    if (root === undefined) throw new NotFoundError(`${this.kind} ${namespace}/${name} not found`)
-    const doomed = [root.uid]
-    for (let i = 0; i < doomed.length; i += 1) {
-      const dependents = await this.#db.query<{ uid: string }>(
-        'select uid from resources where namespace = $1 and owner_references @> $2::jsonb order by kind, name',
-        [namespace, toJson([{ uid: doomed[i] }])],
-      )
-      for (const dependent of dependents) if (!doomed.includes(dependent.uid)) doomed.push(dependent.uid)
-    }
-    const gone = await this.#db.query<{ n: number }>(
-      `with d as (select uid, ord from unnest($1::text[]) with ordinality as d(uid, ord)),
-       c as (update resource_version_counter set rv = rv + $2 returning rv),
-       del as (delete from resources r using d where r.uid = d.uid
-               returning r.*, (select rv from c) - $2 + d.ord as new_rv),
-       e as (insert into resource_events (resource_version, kind, type, object)
-             select del.new_rv, del.kind, 'DELETED', ${OBJECT_JSON('del', 'del.new_rv')} from del)
-       select count(*)::int4 as n from del`,
-      [doomed, doomed.length],
-    )
-    const count = gone[0]?.n ?? 0
+    const count = await this.#batches().remove.submit({ namespace, name })
     if (count === 0) throw new NotFoundError(`${this.kind} ${namespace}/${name} not found`)
     this.#afterWrite(count)
   }
