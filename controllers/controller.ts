@@ -128,6 +128,14 @@ export class TaskController {
     await this.#apply(key, task, actions)
   }
 
+  /**
+   * After the slot: CronJob uses 100 ms. With runs created ahead nothing waits for this reconcile
+   * (it records the slot in status), so it keeps 2 s clear of the runs starting at the slot.
+   */
+  #padding(): number {
+    return this.#options.requeuePaddingMs ?? ((this.#options.reconcile?.lookaheadMs ?? 0) > 0 ? 2_000 : 100)
+  }
+
   async #apply(key: string, task: TaskResource, actions: Action[]): Promise<void> {
     const { namespace, name } = task.metadata
     for (const action of actions) {
@@ -173,7 +181,7 @@ export class TaskController {
       this.stats.statusWrites += 1
     }
     for (const action of actions) {
-      if (action.type === 'requeueAfter') this.#queue.addAfter(key, action.ms + (this.#options.requeuePaddingMs ?? 100))
+      if (action.type === 'requeueAfter') this.#queue.addAfter(key, action.ms + this.#padding())
     }
   }
 }

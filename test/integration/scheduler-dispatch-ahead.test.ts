@@ -38,9 +38,9 @@ t.test('a cron run is claimed ahead of its slot and started on it; pause in betw
   await world.settle()
 
   await at(world, '2026-11-24T10:00:40Z')
-  t.same(await runRows(world, id), [], 'nothing before the dispatch point (slot − 15 s)')
+  t.same(await runRows(world, id), [], 'nothing before the dispatch point (slot − 15 s, + 2 s padding)')
 
-  await at(world, '2026-11-24T10:00:46Z')
+  await at(world, '2026-11-24T10:00:48Z')
   const [claimed] = await runRows(world, id)
   t.equal(claimed?.id, `${id}-202611241001`, 'the slot run exists')
   t.equal(claimed?.status, 'claimed', 'claimed at the dispatch point')
@@ -56,8 +56,8 @@ t.test('a cron run is claimed ahead of its slot and started on it; pause in betw
   t.equal(started?.started_at?.toISOString(), '2026-11-24T10:01:00.000Z', 'started exactly at the slot')
   t.equal(started?.status, 'succeeded')
 
-  // The next slot's run is dispatched at 10:01:45; pausing before 10:02 releases it.
-  await at(world, '2026-11-24T10:01:46Z')
+  // The next slot's run is dispatched at about 10:01:47; pausing before 10:02 releases it.
+  await at(world, '2026-11-24T10:01:48Z')
   const second = (await runRows(world, id)).find((row) => row.id === `${id}-202611241002`)
   t.equal(second?.status, 'claimed', 'the next slot is claimed ahead')
   const before = await world.service.escrow(id)
