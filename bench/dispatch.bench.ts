@@ -43,6 +43,7 @@ import { createSchedulerSecrets } from '../src/scheduler/secrets.ts'
 import { PostgresResourceStore } from '../controllers/local/postgres-store.ts'
 import { TaskController, systemClock as controllerClock } from '../controllers/controller.ts'
 import { RunController, type RunLedger } from '../controllers/run-controller.ts'
+import { Informer } from '../controllers/informer.ts'
 import type { ResourceStore } from '../controllers/resource-store.ts'
 import type { ExecutionRequest, ExecutionResult, RunExecutor } from '../controllers/executor.ts'
 import type { RunResource, TaskResource } from '../controllers/task-reconciler.ts'
@@ -330,9 +331,12 @@ async function main(): Promise<void> {
     finishRun: (runId, result) => service.finishRun(runId, result),
     lostResult: (reason) => service.lostResult(reason),
   }
+  // As src/runtime.ts wires them: one Run informer (one cache of every Run) for both controllers.
+  const runInformer = new Informer(timedRuns(runs), { namespace: NAMESPACE })
   const taskController = new TaskController({
     tasks: countingTasks(tasks),
     runs: timedRuns(runs),
+    runInformer,
     clock: controllerClock,
     namespace: NAMESPACE,
     concurrency: CONCURRENCY,
@@ -341,6 +345,7 @@ async function main(): Promise<void> {
   })
   const runController = new RunController({
     runs: timedRuns(runs),
+    runInformer,
     ledger: timed,
     executor: new RecordingExecutor(),
     namespace: NAMESPACE,

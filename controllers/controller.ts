@@ -42,6 +42,8 @@ export interface TaskControllerOptions {
   requeuePaddingMs?: number
   /** Tasks reconciled at once (default 256): their writes are group-committed by the store, so more at once means bigger batches, not more load. */
   concurrency?: number
+  /** A Run informer shared with the RunController (one cache of every Run instead of two). */
+  runInformer?: Informer<RunResource>
   onError?: (where: string, err: unknown) => void
 }
 
@@ -62,7 +64,7 @@ export class TaskController {
     const onError = options.onError ?? (() => {})
     const informerOptions = options.namespace === undefined ? { onError: (e: unknown) => onError('informer', e) } : { namespace: options.namespace, onError: (e: unknown) => onError('informer', e) }
     this.#tasks = new Informer(options.tasks, informerOptions)
-    this.#runs = new Informer(options.runs, informerOptions)
+    this.#runs = options.runInformer ?? new Informer(options.runs, informerOptions)
     this.#queue = new WorkQueue((key) => this.reconcile(key), {
       concurrency: options.concurrency ?? 256,
       delayTimers: this.#clock,

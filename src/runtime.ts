@@ -27,6 +27,7 @@ import { tempoClientFromUrl } from './payments/mpp/index.ts'
 import { PostgresResourceStore } from '../controllers/local/postgres-store.ts'
 import { TaskController, systemClock as controllerClock } from '../controllers/controller.ts'
 import { RunController } from '../controllers/run-controller.ts'
+import { Informer } from '../controllers/informer.ts'
 import { createLocalExecutor } from '../controllers/local/sandbox-executor.ts'
 import type { ResourceStore } from '../controllers/resource-store.ts'
 import type { RunResource, TaskResource } from '../controllers/task-reconciler.ts'
@@ -158,19 +159,31 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
     })
     if (has('controller')) {
       const onError = (where: string, err: unknown) => logger.error({ err }, `controller: ${where}`)
-      const make = () => ({
-        // Cron Runs are created and dispatched dispatchAheadSec before their slot and start on it.
-        tasks: new TaskController({ tasks: backend.tasks, runs: backend.runs, namespace: config.kubeNamespace, reconcile: { lookaheadMs: config.dispatchAheadSec * 1000 }, onError }),
-        runs: new RunController({
-          runs: backend.runs,
-          ledger: scheduler as SchedulerService,
-          executor: backend.executor,
-          namespace: config.kubeNamespace,
-          maxParallel: config.sandboxMaxParallel,
-          prepareAheadMs: config.dispatchAheadSec * 1000,
-          onError,
-        }),
-      })
+      const make = () => {
+        // One Run informer (one cache of every Run) serves both controllers of a term.
+        const runInformer = new Informer(backend.runs, { namespace: config.kubeNamespace, onError: (error: unknown) => onError('run informer', error) })
+        return {
+          // Cron Runs are created and dispatched dispatchAheadSec before their slot and start on it.
+          tasks: new TaskController({
+            tasks: backend.tasks,
+            runs: backend.runs,
+            runInformer,
+            namespace: config.kubeNamespace,
+            reconcile: { lookaheadMs: config.dispatchAheadSec * 1000 },
+            onError,
+          }),
+          runs: new RunController({
+            runs: backend.runs,
+            runInformer,
+            ledger: scheduler as SchedulerService,
+            executor: backend.executor,
+            namespace: config.kubeNamespace,
+            maxParallel: config.sandboxMaxParallel,
+            prepareAheadMs: config.dispatchAheadSec * 1000,
+            onError,
+          }),
+        }
+      }
       controllers = make()
       if (backend.createElector) {
         let current = controllers

@@ -18,6 +18,7 @@ import type { ExecutionRequest, ExecutionResult, RunExecutor } from '../../contr
 import type { RunResource, TaskResource } from '../../controllers/task-reconciler.ts'
 import type { ResourceStore } from '../../controllers/resource-store.ts'
 import { FakeClock } from './fake-clock.ts'
+import { Informer } from '../../controllers/informer.ts'
 
 export type ExecutorMode = 'succeed' | 'fail' | 'timeout' | 'infra' | 'hang'
 
@@ -118,10 +119,14 @@ export async function openWorld(options: WorldOptions = {}): Promise<World> {
     publicUrl: 'http://scheduler.test',
     syncSlackMs: 5_000,
   })
-  const make = () => ({
-    tasks: new TaskController({ tasks, runs, clock, namespace: 'default', reconcile: { lookaheadMs: options.dispatchAheadMs ?? 0 } }),
-    runs: new RunController({ runs, ledger: service, executor: options.makeRunExecutor?.() ?? executor, namespace: 'default', clock, maxParallel: 8, prepareAheadMs: options.dispatchAheadMs ?? 0 }),
-  })
+  const make = () => {
+    // As src/runtime.ts wires them: one Run informer for both controllers.
+    const runInformer = new Informer(runs, { namespace: 'default' })
+    return {
+      tasks: new TaskController({ tasks, runs, runInformer, clock, namespace: 'default', reconcile: { lookaheadMs: options.dispatchAheadMs ?? 0 } }),
+      runs: new RunController({ runs, runInformer, ledger: service, executor: options.makeRunExecutor?.() ?? executor, namespace: 'default', clock, maxParallel: 8, prepareAheadMs: options.dispatchAheadMs ?? 0 }),
+    }
+  }
   let controllers = make()
   await controllers.runs.start()
   await controllers.tasks.start()
