@@ -59,6 +59,7 @@ import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import pg from 'pg'
 import { Logger, makeWorkerUtils, run, type AddJobsJobSpec, type Runner, type RunnerOptions, type Task, type WorkerEvents, type WorkerUtils } from 'graphile-worker'
+import { fmtMs, log, memory, mib, nextBoundary, percentile, PG_URL, procCpuMs, sleep } from './dispatch-common.ts'
 
 const { values: args } = parseArgs({
   options: {
@@ -88,7 +89,6 @@ const ADD_BATCH = Number(args['add-batch'])
 const LOCAL_QUEUE = args['local-queue'] === undefined ? undefined : Number(args['local-queue'])
 const COMPLETE_BATCH_MS = args['complete-batch-ms'] === undefined ? undefined : Number(args['complete-batch-ms'])
 const WINDOW_MS = Number(args['window-sec']) * 1000
-const PG_URL = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 const TASK = 'bench_task'
 for (const [name, value] of Object.entries({ tasks: N, pool: POOL, 'poll-ms': POLL_MS, 'add-batch': ADD_BATCH, 'window-sec': WINDOW_MS })) {
   if (!Number.isFinite(value) || value <= 0) throw new Error(`--${name} must be a positive number`)
@@ -97,15 +97,7 @@ if (!(LEAD_MS >= 0)) throw new Error('--lead-sec must be 0 or more')
 if (CONCURRENCY !== undefined && !(CONCURRENCY >= 1)) throw new Error('--concurrency must be a positive number or "default"')
 if (POOL < 2) throw new Error('--pool must be at least 2 (graphile-worker: maxPoolSize must be at least 2)')
 
-const log = (msg: string) => process.stdout.write(`[${new Date().toISOString().slice(11, 23)}] ${msg}\n`)
-const mib = (bytes: number) => `${(bytes / 1048576).toFixed(0)} MiB`
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-function percentile(sorted: readonly number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] as number
-}
-const fmtMs = (ms: number) => (!Number.isFinite(ms) ? (Number.isNaN(ms) ? 'n/a' : 'not run') : ms >= 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms)} ms`)
 
 /** The installed graphile-worker's package.json version (its exports map hides ./package.json). */
 function graphileWorkerVersion(): string {
@@ -224,31 +216,11 @@ const benchTask: Task = (payload) => {
 /** graphile-worker's events, counted while `on`. */
 const gw = { on: false, getJob: 0, getJobEmpty: 0, notifications: 0, cronSchedule: 0, cronScheduled: 0 }
 
-function memory(): { rss: number; heapUsed: number } {
-  global.gc?.()
-  const m = process.memoryUsage()
-  return { rss: m.rss, heapUsed: m.heapUsed }
-}
-
-function nextBoundary(after: number): number {
-  return Math.floor(after / 60_000) * 60_000 + 60_000
-}
-
 /** CPU time (ms) of the Postgres backends of the bench database, from /proc (same host only). */
 async function postgresCpuMs(): Promise<number | undefined> {
   try {
     const { rows } = await admin.query<{ pid: number }>('select pid from pg_stat_activity where datname = $1', [dbName])
-    let ticks = 0
-    for (const { pid } of rows) {
-      try {
-        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-        ticks += Number(fields[11]) + Number(fields[12]) // utime, stime (fields 14, 15)
-      } catch {
-        // backend exited meanwhile
-      }
-    }
-    return ticks * 10 // USER_HZ = 100
+    return procCpuMs(rows.map((row) => row.pid))
   } catch {
     return undefined
   }

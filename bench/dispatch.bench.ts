@@ -47,6 +47,7 @@ import { Informer } from '../controllers/informer.ts'
 import type { ResourceStore } from '../controllers/resource-store.ts'
 import type { ExecutionRequest, ExecutionResult, RunExecutor } from '../controllers/executor.ts'
 import type { RunResource, TaskResource } from '../controllers/task-reconciler.ts'
+import { fmtMs, log, memory, mib, nextBoundary, percentile, PG_URL, procCpuMs, sleep } from './dispatch-common.ts'
 
 const { values: args } = parseArgs({
   options: {
@@ -75,19 +76,10 @@ const AHEAD_SEC = Number(args['ahead-sec'])
 const POOL = Number(args.pool)
 const WINDOW_MS = Number(args['window-sec']) * 1000
 const CREATE_CONCURRENCY = DB_KIND === 'pglite' ? 1 : Number(args['create-concurrency'])
-const PG_URL = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 const OWNER = '0x1111111111111111111111111111111111111111'
 const NAMESPACE = 'default'
 
-const log = (msg: string) => process.stdout.write(`[${new Date().toISOString().slice(11, 23)}] ${msg}\n`)
-const mib = (bytes: number) => `${(bytes / 1048576).toFixed(0)} MiB`
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-function percentile(sorted: readonly number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] as number
-}
-const fmtMs = (ms: number) => (!Number.isFinite(ms) ? (Number.isNaN(ms) ? 'n/a' : 'not run') : ms >= 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms)} ms`)
 
 // ---------------------------------------------------------------------------- throw-away database
 // (the few lines of test/helpers/servers.ts this needs)
@@ -276,16 +268,6 @@ try {
   await main()
 } finally {
   await cleanup()
-}
-
-function memory(): { rss: number; heapUsed: number } {
-  global.gc?.()
-  const m = process.memoryUsage()
-  return { rss: m.rss, heapUsed: m.heapUsed }
-}
-
-function nextBoundary(after: number): number {
-  return Math.floor(after / 60_000) * 60_000 + 60_000
 }
 
 async function main(): Promise<void> {
@@ -582,13 +564,7 @@ async function postgresCpuMs(db: Db): Promise<number | undefined> {
   if (db.kind !== 'postgres') return undefined
   try {
     const rows = await db.query<{ pid: number }>('select pid from pg_stat_activity where datname = current_database()')
-    let ticks = 0
-    for (const { pid } of rows) {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-      ticks += Number(fields[11]) + Number(fields[12]) // utime, stime (fields 14, 15)
-    }
-    return ticks * 10 // USER_HZ = 100
+    return procCpuMs(rows.map((row) => row.pid))
   } catch {
     return undefined
   }
