@@ -1,7 +1,19 @@
 // The fastify factory every listener is built from: one error handler speaking problem+json,
 // request ids, one access-log line per request, metrics, health and readiness probes.
 import { randomBytes } from 'node:crypto'
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
+import { performance } from 'node:perf_hooks'
+import { Ajv, type ValidateFunction } from 'ajv'
+import addFormatsModule from 'ajv-formats'
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  type FastifySchemaCompiler,
+} from 'fastify'
 import { AppError, PROBLEM_CONTENT_TYPE, isAppError, type ProblemBody } from './errors.ts'
 import type { Logger } from './logger.ts'
 import type { Metrics, RequestObserver } from './metrics.ts'
@@ -20,6 +32,37 @@ export interface HttpAppOptions {
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 const MAX_PARAM_LENGTH = 200
+/** Prepared URLs added at run time (e.g. one per /openapi.json query seen) are bounded: the oldest go first. */
+const MAX_DYNAMIC_PREPARED = 1024
+
+// ajv-formats is CommonJS; its default export is the plugin function.
+const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
+
+/**
+ * fastify's default ajv options (@fastify/ajv-compiler), except that additional properties are
+ * rejected rather than removed. Formats (date-time, email, uri, …) come from ajv-formats as in
+ * fastify's default compiler.
+ */
+const AJV_OPTIONS = { useDefaults: true, removeAdditional: false, allErrors: false, addUsedSchema: false } as const
+
+let validators: { coercing: Ajv; strict: Ajv } | undefined
+
+/**
+ * Route schema validators. Query strings, path parameters and headers arrive as text, so they are
+ * coerced to the schema's types (`?page=2` is the integer 2, a repeated parameter an array). A JSON
+ * body already carries its types: it is validated strictly, so `{"env": {"N": 1}}` against a string
+ * field, or `"5"` for an integer field, is a 400 naming the field rather than silently converted.
+ * The two ajv instances are shared by every listener of the process: a schema used by several
+ * routes or listeners is compiled once per instance (ajv caches by schema object).
+ */
+export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) => {
+  validators ??= {
+    coercing: addFormats(new Ajv({ ...AJV_OPTIONS, coerceTypes: 'array' })),
+    strict: addFormats(new Ajv({ ...AJV_OPTIONS, coerceTypes: false })),
+  }
+  const ajv = httpPart === 'body' ? validators.strict : validators.coercing
+  return ajv.compile(schema as object) as ValidateFunction
+}
 
 /**
  * Request ids: the caller's `x-request-id` when it is a plain token, else this process's random
@@ -156,10 +199,39 @@ function lazyChild(parent: FastifyBaseLogger, bindings: Record<string, unknown>,
 }
 
 /**
+ * A response prepared in advance for one URL: writes the whole response, `x-request-id: requestId`
+ * included, and returns its status. It must not throw once it has started writing.
+ */
+export type PreparedResponse = (request: IncomingMessage, response: ServerResponse, requestId: string) => number
+
+/**
+ * Responses prepared in advance for exact request URLs (path and query as sent), answered to GET and
+ * HEAD before fastify routes the request: no routing, request/reply objects, hooks or schema
+ * validation. Only for documents that are the same for every request to the URL (discovery
+ * documents); every other URL, and every request while the app closes, goes through fastify as
+ * usual. Prepared answers get a request id and are counted and logged like any other request.
+ * fastify hooks do not run for them: a URL that needs a hook must not be prepared.
+ */
+export interface PreparedRoutes {
+  /**
+   * Answers GET and HEAD `url` with `respond`, counted under `route` (the route template, as for
+   * fastify routes). `dynamic` entries (added while serving) are bounded; the oldest go first.
+   */
+  set(url: string, route: string, respond: PreparedResponse, options?: { dynamic?: boolean }): void
+  has(url: string): boolean
+}
+
+interface Prepared {
+  route: string
+  respond: PreparedResponse
+}
+
+/**
  * The request id header, the access log and the request metrics, on the two callbacks fastify
  * makes for every request it routes (404s and validation failures included): `incomingRequest`
  * before any hook, `requestCompleted` once the response has finished or failed. Using them
- * instead of onRequest/onResponse hooks spares every request two hook runs.
+ * instead of onRequest/onResponse hooks spares every request two hook runs. Prepared responses
+ * (see PreparedRoutes) report through `preparedCompleted`.
  */
 class RequestLifecycle extends LogController {
   readonly #observe: RequestObserver
@@ -190,13 +262,84 @@ class RequestLifecycle extends LogController {
       this.#log.debug({ reqId: request.id, method: request.method, url: request.url, status, ms }, 'request')
     }
   }
+
+  /** The same for a prepared response (PreparedRoutes), which fastify never sees. */
+  preparedCompleted(method: string, route: string, url: string, id: string, status: number, ms: number, error?: unknown): void {
+    this.#observe(method, route, status, ms)
+    if (error || status >= 500) {
+      this.#log.error({ reqId: id, method, url, status, ms, err: error }, 'request failed')
+    } else if (this.#log.isLevelEnabled('debug')) {
+      this.#log.debug({ reqId: id, method, url, status, ms }, 'request')
+    }
+  }
+
+  /** A prepared response that threw before writing anything: fastify answers the request instead. */
+  preparedFailed(url: string, id: string, error: unknown): void {
+    this.#log.error({ reqId: id, url, err: error }, 'prepared response failed; routing the request')
+  }
 }
 
 export function createHttpApp(options: HttpAppOptions): FastifyInstance {
   const lifecycle = new RequestLifecycle(options.metrics.httpRequestTimer(options.name), options.logger.child({ listener: options.name }))
+  const genReqId = requestIdGenerator()
+
+  const prepared = new Map<string, Prepared>()
+  const dynamic = new Set<string>()
+  let closing = false
+  const preparedRoutes: PreparedRoutes = {
+    set(url, route, respond, { dynamic: isDynamic = false } = {}) {
+      prepared.set(url, { route, respond })
+      if (!isDynamic) return
+      dynamic.delete(url)
+      dynamic.add(url)
+      if (dynamic.size > MAX_DYNAMIC_PREPARED) {
+        const oldest = dynamic.values().next().value as string
+        dynamic.delete(oldest)
+        prepared.delete(oldest)
+      }
+    },
+    has: (url) => prepared.has(url),
+  }
+  /** Answers a prepared URL; false when the request is fastify's to route. */
+  const answerPrepared = (request: IncomingMessage, response: ServerResponse): boolean => {
+    const method = request.method
+    if ((method !== 'GET' && method !== 'HEAD') || closing) return false
+    const url = request.url as string
+    const entry = prepared.get(url)
+    if (entry === undefined) return false
+    const started = performance.now()
+    const id = genReqId(request)
+    let status: number
+    try {
+      status = entry.respond(request, response, id)
+    } catch (error) {
+      if (!response.headersSent) {
+        lifecycle.preparedFailed(url, id, error)
+        return false
+      }
+      response.destroy(error as Error)
+      lifecycle.preparedCompleted(method, entry.route, url, id, 500, performance.now() - started, error)
+      return true
+    }
+    lifecycle.preparedCompleted(method, entry.route, url, id, status, performance.now() - started)
+    return true
+  }
+
   const app = Fastify({
     loggerInstance: lazyChild(options.logger as FastifyBaseLogger, { listener: options.name }, undefined),
     logController: lifecycle,
+    // fastify's own HTTP/1 server (same timeouts), with prepared URLs answered before routing.
+    serverFactory: (handler, serverOptions) => {
+      const settings = serverOptions as { http?: object; keepAliveTimeout: number; requestTimeout: number; connectionTimeout: number; maxRequestsPerSocket: number }
+      const server = createServer(settings.http ?? {}, (request, response) => {
+        if (!answerPrepared(request, response)) handler(request, response)
+      })
+      server.keepAliveTimeout = settings.keepAliveTimeout
+      server.requestTimeout = settings.requestTimeout
+      server.setTimeout(settings.connectionTimeout)
+      if (settings.maxRequestsPerSocket > 0) server.maxRequestsPerSocket = settings.maxRequestsPerSocket
+      return server
+    },
     // URLs the router rejects before any route (bad percent-encoding, over-long parameters): a
     // problem+json too. fastify sets no response listener on this path, so it is counted here.
     frameworkErrors: (error, request, reply) => {
@@ -204,21 +347,15 @@ export function createHttpApp(options: HttpAppOptions): FastifyInstance {
       lifecycle.requestCompleted(null, request, reply)
     },
     bodyLimit: options.bodyLimitBytes,
-    genReqId: requestIdGenerator(),
-    ajv: {
-      customOptions: {
-        removeAdditional: false,
-        useDefaults: true,
-        coerceTypes: 'array',
-        allErrors: false,
-      },
-    },
+    genReqId,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
     return503OnClosing: true,
     forceCloseConnections: 'idle',
   })
 
   let draining = false
+
+  app.setValidatorCompiler(validatorCompiler)
 
   app.setErrorHandler((error: unknown, request: FastifyRequest, reply: FastifyReply) => {
     const appError = toAppError(error)
@@ -254,6 +391,11 @@ export function createHttpApp(options: HttpAppOptions): FastifyInstance {
   app.decorate('markDraining', () => {
     draining = true
   })
+  app.decorate('prepared', preparedRoutes)
+  // While closing, fastify answers 503 (return503OnClosing): prepared URLs go to it too.
+  app.addHook('preClose', async () => {
+    closing = true
+  })
 
   return app
 }
@@ -261,5 +403,6 @@ export function createHttpApp(options: HttpAppOptions): FastifyInstance {
 declare module 'fastify' {
   interface FastifyInstance {
     markDraining(): void
+    prepared: PreparedRoutes
   }
 }

@@ -38,9 +38,11 @@ export function SignedMicrosString(options: SchemaOptions = {}): TSchema {
 }
 
 /**
- * Integer micros in a request, "integer as string or number". The string branch comes first:
- * under fastify's `coerceTypes` a number is then normalised to its digit string instead of a
- * long digit string being coerced to a float that loses precision.
+ * Integer micros in a request, "integer as string or number". JSON bodies are validated without
+ * type coercion (src/platform/http.ts), so the value reaches the handler as sent, a digit string or
+ * a safe integer; parseMicros takes both. The string branch comes first so that, should the schema
+ * ever be used where values are coerced (query strings, headers), a number is normalised to its
+ * digit string instead of a long digit string being coerced to a float that loses precision.
  */
 export function MicrosInput(options: SchemaOptions & { minimum?: number } = {}): TSchema {
   const { minimum = 0, ...rest } = options
