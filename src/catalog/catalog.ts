@@ -2,7 +2,8 @@
 // answering the discovery queries. Everything it returns is derived, never hand-written.
 import { AppError } from '../platform/errors.ts'
 import { HTTP_METHODS, type HttpMethod, type OperationSpec, type Registry, type ServerName, type ServiceSpec } from './types.ts'
-import { openapiDocument, paymentInfoOf, type CatalogOperation, type ServerUrls } from './openapi.ts'
+import { openapiDocument, paymentInfoOf, registryComponentNames, type CatalogOperation, type ServerUrls } from './openapi.ts'
+import type { ComponentNames } from './components.ts'
 import { createOperationSearch, type OperationSearch } from './search.ts'
 
 export const OPERATIONS_PER_PAGE = 10
@@ -95,6 +96,8 @@ export function createCatalog(registry: Registry, options: CatalogOptions): Cata
     })),
   )
   const matchers = new Map(operations.map((entry) => [entry, templateMatcher(entry.spec.path)]))
+  let names: ComponentNames | undefined
+  const componentNames = (): ComponentNames => (names ??= registryComponentNames(operations))
   const searches = new Map<string, { list: CatalogOperation[]; search: OperationSearch }>()
 
   function scoped(scope: ServerName | undefined): { list: CatalogOperation[]; search: OperationSearch } {
@@ -169,6 +172,7 @@ export function createCatalog(registry: Registry, options: CatalogOptions): Cata
           `page with ?page= (${OPERATIONS_PER_PAGE} operations a page; follow info.x-next or the Link header).`,
         serverUrl: baseFor(scope),
         info,
+        names: componentNames(),
       })
       return { document, next, total: selected.length, page, pages }
     },
@@ -177,7 +181,7 @@ export function createCatalog(registry: Registry, options: CatalogOptions): Cata
       if (!service) throw new AppError('unknown_service', `No service "${slug}"; see /services`, { field: 'path.slug' })
       return openapiDocument(
         operations.filter((entry) => entry.service.slug === slug),
-        { title: `Agent Gateway: ${service.title}`, description: service.description, serverUrl: options.urls[service.server] },
+        { title: `Agent Gateway: ${service.title}`, description: service.description, serverUrl: options.urls[service.server], names: componentNames() },
       )
     },
   }

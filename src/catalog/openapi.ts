@@ -3,6 +3,8 @@
 import type { TSchema } from '@sinclair/typebox'
 import { X402_NETWORK_CAIP2, USDC_BASE_ADDRESS, MPP_METHOD, MPP_INTENT, MPP_CURRENCY } from '../payments/networks.ts'
 import { formatUsd } from '../platform/money.ts'
+import { componentNames, shareComponents, type ComponentNames, type JsonObject } from './components.ts'
+import { ProblemSchema } from './schemas/common.ts'
 import { ACCEPTED_PROTOCOLS, type OperationSpec, type ServerName, type ServiceSpec } from './types.ts'
 
 export type ServerUrls = Record<ServerName, string>
@@ -58,21 +60,6 @@ export function paymentInfoOf(operation: OperationSpec, service: ServiceSpec): P
     info.mpp = { method: MPP_METHOD, intent: MPP_INTENT, currency: MPP_CURRENCY }
   }
   return info
-}
-
-const PROBLEM_SCHEMA = {
-  type: 'object',
-  required: ['type', 'title', 'status', 'detail', 'code'],
-  properties: {
-    type: { type: 'string' },
-    title: { type: 'string' },
-    status: { type: 'integer' },
-    detail: { type: 'string' },
-    code: { type: 'string' },
-    field: { type: 'string' },
-    instance: { type: 'string' },
-  },
-  additionalProperties: true,
 }
 
 const STATUS_TEXT: Record<number, string> = {
@@ -150,7 +137,7 @@ export function operationObject(entry: CatalogOperation): Record<string, unknown
   for (const code of problemCodes) {
     responses[String(code)] ??= {
       description: STATUS_TEXT[code],
-      content: { 'application/problem+json': { schema: PROBLEM_SCHEMA } },
+      content: { 'application/problem+json': { schema: plainSchema(ProblemSchema) } },
     }
   }
   const operation: Record<string, unknown> = {
@@ -197,21 +184,39 @@ export interface DocumentOptions {
   info?: Record<string, unknown>
 }
 
-/** An OpenAPI 3.1.0 document holding exactly `operations`, in their order. */
-export function openapiDocument(operations: readonly CatalogOperation[], options: DocumentOptions): Record<string, unknown> {
+/** Component names shared by every document of a registry (see components.ts). */
+export function registryComponentNames(operations: readonly CatalogOperation[]): ComponentNames {
+  return componentNames(
+    operations.map((entry) => ({ operationId: entry.spec.operationId, operation: operationObject(entry) as JsonObject })),
+    plainSchema(ProblemSchema) as JsonObject,
+  )
+}
+
+/**
+ * An OpenAPI 3.1.0 document holding exactly `operations`, in their order. Schemas and responses
+ * used more than once in the document are written once, under components, and referenced.
+ */
+export function openapiDocument(operations: readonly CatalogOperation[], options: DocumentOptions & { names: ComponentNames }): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {}
   const tags = new Map<string, string>()
+  const objects: { operationId: string; operation: JsonObject }[] = []
   for (const entry of operations) {
     const item = (paths[entry.spec.path] ??= {})
-    item[entry.spec.method.toLowerCase()] = operationObject(entry)
+    const operation = operationObject(entry) as JsonObject
+    objects.push({ operationId: entry.spec.operationId, operation })
+    item[entry.spec.method.toLowerCase()] = operation
     for (const tag of entry.spec.tags) if (!tags.has(tag)) tags.set(tag, entry.service.title)
   }
+  const shared = shareComponents(objects, options.names)
+  const components: Record<string, unknown> = { securitySchemes }
+  if (Object.keys(shared.responses).length > 0) components.responses = shared.responses
+  if (Object.keys(shared.schemas).length > 0) components.schemas = shared.schemas
   return {
     openapi: '3.1.0',
     info: { title: options.title, version: '1.0.0', description: options.description, ...options.info },
     servers: [{ url: options.serverUrl }],
     tags: [...tags.keys()].map((name) => ({ name })),
     paths,
-    components: { securitySchemes },
+    components,
   }
 }
