@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto'
 import { brotliCompressSync, constants as zlibConstants, gzipSync } from 'node:zlib'
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { AppError } from '../platform/errors.ts'
+import type { PreparedResponse } from '../platform/http.ts'
 import { parseMicros } from '../platform/money.ts'
 import type { Catalog } from './catalog.ts'
 import type { CatalogOperation } from './openapi.ts'
@@ -33,49 +34,71 @@ const SlugParams = Type.Object({ slug: Type.String({ minLength: 1, maxLength: 10
 
 export type ContentCoding = 'br' | 'gzip' | 'identity'
 
-/** One representation of a document: its body and every header it is sent with, prepared once. */
-export interface Representation {
-  headers: Readonly<Record<string, string>>
-  body: Buffer
-}
-
 /**
- * A document rendered once: its bytes, precompressed variants and a strong ETag. Discovery
- * documents are immutable for the life of the process, so a request only picks a representation.
+ * A document rendered once: its bytes, precompressed variants, a strong ETag and the header list of
+ * each response, all prepared in advance. Discovery documents are immutable for the life of the
+ * process, so a request only picks a representation and writes it.
  */
 export interface RenderedDocument {
   etag: string
-  identity: Representation
-  /** Compressed on first use, then kept: searches with no takers for br or gzip cost nothing extra. */
-  gzip(): Representation
-  br(): Representation
-  /** Headers of a 304: the validator and caching headers, no body. */
-  notModified: Readonly<Record<string, string>>
+  /**
+   * Writes the response to `request`: 304 when If-None-Match matches, else 200 in the coding
+   * Accept-Encoding asks for (br, gzip or identity), with x-request-id. Returns the status.
+   * Usable as a prepared response (see PreparedRoutes in src/platform/http.ts).
+   */
+  respond: PreparedResponse
+}
+
+/** A response's body and header list (node's flat `writeHead` form), x-request-id's value in slot 1. */
+interface Prepared {
+  headers: string[]
+  body: Buffer | undefined
 }
 
 export function renderDocument(contentType: string, text: string, link?: string): RenderedDocument {
   const bytes = Buffer.from(text)
   const etag = `"${createHash('sha256').update(bytes).digest('base64url').slice(0, 27)}"`
-  const common: Record<string, string> = { etag, vary: 'accept-encoding', 'cache-control': 'public, max-age=60' }
-  if (link) common.link = link
+  const common = ['etag', etag, 'vary', 'accept-encoding', 'cache-control', 'public, max-age=60', ...(link ? ['link', link] : [])]
   // Bodies are Buffers whatever their size: node then writes the encoded bytes as they are, where
-  // a string body is measured and UTF-8 encoded again on every response.
-  const representation = (body: Buffer, coding: ContentCoding): Representation => ({
-    headers: coding === 'identity' ? { ...common, 'content-type': contentType } : { ...common, 'content-type': contentType, 'content-encoding': coding },
+  // a string body is measured and UTF-8 encoded again on every response. Header lists are handed
+  // to writeHead as they are (no per-request header object); only the request id changes.
+  const prepare = (body: Buffer | undefined, coding?: ContentCoding): Prepared => ({
+    headers: [
+      'x-request-id',
+      '',
+      ...common,
+      ...(body === undefined
+        ? []
+        : ['content-type', contentType, ...(coding === 'identity' ? [] : ['content-encoding', coding as string]), 'content-length', String(body.length)]),
+    ],
     body,
   })
-  let gzip: Representation | undefined
-  let br: Representation | undefined
+  const identity = prepare(bytes, 'identity')
+  const notModified = prepare(undefined)
+  // Compressed on first use, then kept: searches with no takers for br or gzip cost nothing extra.
+  let gzip: Prepared | undefined
+  let br: Prepared | undefined
+  const representation = (coding: ContentCoding): Prepared => {
+    if (coding === 'identity') return identity
+    if (coding === 'gzip') return (gzip ??= prepare(gzipSync(bytes, { level: 6 }), 'gzip'))
+    return (br ??= prepare(
+      brotliCompressSync(bytes, { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 6, [zlibConstants.BROTLI_PARAM_SIZE_HINT]: bytes.length } }),
+      'br',
+    ))
+  }
   return {
     etag,
-    identity: representation(bytes, 'identity'),
-    gzip: () => (gzip ??= representation(gzipSync(bytes, { level: 6 }), 'gzip')),
-    br: () =>
-      (br ??= representation(
-        brotliCompressSync(bytes, { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 6, [zlibConstants.BROTLI_PARAM_SIZE_HINT]: bytes.length } }),
-        'br',
-      )),
-    notModified: common,
+    respond(request, response, requestId) {
+      const ifNoneMatch = request.headers['if-none-match']
+      const notModifiedNow = ifNoneMatch !== undefined && etagMatches(ifNoneMatch, etag)
+      const chosen = notModifiedNow ? notModified : representation(codingFor(request.headers['accept-encoding']))
+      const status = notModifiedNow ? 304 : 200
+      // writeHead turns the list into the header block at once, so one list serves every request.
+      chosen.headers[1] = requestId
+      response.writeHead(status, chosen.headers)
+      response.end(chosen.body)
+      return status
+    },
   }
 }
 
@@ -129,16 +152,13 @@ export function etagMatches(ifNoneMatch: string, etag: string): boolean {
   })
 }
 
-/** Sends a rendered document, honouring If-None-Match and Accept-Encoding (br, then gzip). */
+/**
+ * Sends a rendered document from a fastify route: the reply is handed over (fastify still counts and
+ * logs the request when the response finishes) and the document writes its prepared response.
+ */
 export function sendDocument(request: FastifyRequest, reply: FastifyReply, document: RenderedDocument): void {
-  const ifNoneMatch = request.headers['if-none-match']
-  if (ifNoneMatch !== undefined && etagMatches(ifNoneMatch, document.etag)) {
-    reply.code(304).headers(document.notModified).send()
-    return
-  }
-  const coding = codingFor(request.headers['accept-encoding'])
-  const representation = coding === 'identity' ? document.identity : coding === 'br' ? document.br() : document.gzip()
-  reply.headers(representation.headers).send(representation.body)
+  reply.hijack()
+  document.respond(request.raw, reply.raw, request.id)
 }
 
 /** Small bounded cache keyed by the normalized query. */
@@ -155,28 +175,26 @@ function boundedCache<T>(limit: number): { get(key: string): T | undefined; set(
 
 const JSON_TYPE = 'application/json; charset=utf-8'
 
-/** GET /openapi.json with search, filters, pages, x-next and an RFC 8288 Link header. */
+/**
+ * GET /openapi.json with search, filters, pages, x-next and an RFC 8288 Link header. Each URL that
+ * produced a page is then answered as a prepared response (no routing, no query parsing again).
+ */
 export function registerOpenapiRoute(app: FastifyInstance, catalog: Catalog, scope?: ServerName): void {
+  // Bounded, so made-up queries cannot grow memory (the prepared URLs are bounded too).
   const byQuery = boundedCache<RenderedDocument>(512)
-  // Most requests repeat a URL seen before: the raw URL finds its page without normalizing the
-  // query again. Both caches are bounded, so made-up queries cannot grow memory.
-  const byUrl = boundedCache<RenderedDocument>(512)
   app.get<{ Querystring: OpenapiQuery }>(
     '/openapi.json',
     { schema: { querystring: OpenapiQuerySchema, response: { 200: AnyObject } } },
     (request, reply) => {
-      let document = byUrl.get(request.url)
+      const { q, path, method, page } = request.query
+      const key = JSON.stringify([q, path, method?.toUpperCase(), page ?? 1])
+      let document = byQuery.get(key)
       if (document === undefined) {
-        const { q, path, method, page } = request.query
-        const key = JSON.stringify([q, path, method?.toUpperCase(), page ?? 1])
-        document = byQuery.get(key)
-        if (document === undefined) {
-          const result = catalog.openapiPage({ q, path, method, page }, scope)
-          document = renderDocument(JSON_TYPE, JSON.stringify(result.document), result.next ? `<${result.next}>; rel="next"` : undefined)
-          byQuery.set(key, document)
-        }
-        byUrl.set(request.url, document)
+        const result = catalog.openapiPage({ q, path, method, page }, scope)
+        document = renderDocument(JSON_TYPE, JSON.stringify(result.document), result.next ? `<${result.next}>; rel="next"` : undefined)
+        byQuery.set(key, document)
       }
+      app.prepared.set(request.url, '/openapi.json', document.respond, { dynamic: true })
       sendDocument(request, reply, document)
     },
   )
@@ -199,9 +217,12 @@ export function registerDiscoveryRoutes(app: FastifyInstance, context: DocumentC
     if (document === undefined) throw new AppError('unknown_service', `No service "${slug}"; see /services`, { field: 'path.slug' })
     return document
   }
-  // Synchronous handlers: the document is sent before they return, so no promise is made per request.
-  const fixed = (url: string, document: RenderedDocument, schema: TSchema) =>
+  // The fastify routes answer what the prepared URLs do not (HEAD is answered by both, trailing
+  // slashes and percent-encoded slugs only by the routes); synchronous handlers, no promise per request.
+  const fixed = (url: string, document: RenderedDocument, schema: TSchema) => {
     app.get(url, { schema: { response: { 200: schema } } }, (request, reply) => sendDocument(request, reply, document))
+    app.prepared.set(url, url, document.respond)
+  }
 
   fixed('/services', services, AnyObject)
   fixed('/manifest.json', manifest, AnyObject)
@@ -218,6 +239,8 @@ export function registerDiscoveryRoutes(app: FastifyInstance, context: DocumentC
     { schema: { params: SlugParams, response: { 200: AnyObject } } },
     (request, reply) => sendDocument(request, reply, lookup(serviceSpecs, request.params.slug)),
   )
+  for (const [slug, document] of serviceDocs) app.prepared.set(`/services/${slug}`, '/services/:slug', document.respond)
+  for (const [slug, document] of serviceSpecs) app.prepared.set(`/services/${slug}/openapi.json`, '/services/:slug/openapi.json', document.respond)
 }
 
 /** Handlers of the free guide operations (GET/POST /advisor/agent/guide). */

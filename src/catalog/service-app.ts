@@ -27,7 +27,8 @@ export function createServiceApp(scope: ServerName, deps: ServiceAppDeps, handle
   } else {
     registerOpenapiRoute(app, deps.catalog, scope)
     const llms = renderDocument('text/plain; charset=utf-8', scopedLlmsTxt(deps.catalog, scope))
-    app.get('/llms.txt', { schema: { response: { 200: { type: 'string' } } } }, async (request, reply) => sendDocument(request, reply, llms))
+    app.get('/llms.txt', { schema: { response: { 200: { type: 'string' } } } }, (request, reply) => sendDocument(request, reply, llms))
+    app.prepared.set('/llms.txt', '/llms.txt', llms.respond)
   }
   mountOperations(app, deps.catalog.operationsOn(scope), handlers, wrap)
   return app
