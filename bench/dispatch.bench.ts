@@ -323,6 +323,7 @@ async function main(): Promise<void> {
     namespace: NAMESPACE,
     concurrency: CONCURRENCY,
     reconcile: { lookaheadMs: AHEAD_SEC * 1000 },
+    costOf: (taskName) => service.taskCost(taskName),
     onError,
   })
   const runController = new RunController({

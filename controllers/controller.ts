@@ -42,6 +42,11 @@ export interface TaskControllerOptions {
   requeuePaddingMs?: number
   /** Tasks reconciled at once (default 256): their writes are group-committed by the store, so more at once means bigger batches, not more load. */
   concurrency?: number
+  /**
+   * The task's total settled cost (the ledger), mirrored into status.costMicros for display when a
+   * status write follows a finished run (a run's cost is settled before its final phase is written).
+   */
+  costOf?: (taskName: string) => Promise<bigint | undefined>
   /** A Run informer shared with the RunController (one cache of every Run instead of two). */
   runInformer?: Informer<RunResource>
   onError?: (where: string, err: unknown) => void
@@ -176,7 +181,13 @@ export class TaskController {
     }
     for (const action of actions) {
       if (action.type !== 'patchTaskStatus') continue
-      const updated = await this.#options.tasks.patchStatus(namespace, name, statusPatch(task.status ?? {}, action.status), {
+      const current = task.status ?? {}
+      let desired = action.status
+      if (this.#options.costOf !== undefined && runFinishedSince(current, desired)) {
+        const cost = await this.#options.costOf(name)
+        if (cost !== undefined) desired = { ...desired, costMicros: cost.toString() }
+      }
+      const updated = await this.#options.tasks.patchStatus(namespace, name, statusPatch(current, desired), {
         resourceVersion: task.metadata.resourceVersion,
       })
       this.#written.set(key, BigInt(updated.metadata.resourceVersion))
@@ -189,6 +200,13 @@ export class TaskController {
 }
 
 /** Merge patch turning `current` into `desired`: keys dropped from desired are sent as null. */
+/** A run left the active list, or a newer run finished, since `current` was written. */
+function runFinishedSince(current: TaskStatus, desired: TaskStatus): boolean {
+  if (desired.lastRunName !== current.lastRunName || desired.lastRunPhase !== current.lastRunPhase) return true
+  const active = new Set(desired.active ?? [])
+  return (current.active ?? []).some((name) => !active.has(name))
+}
+
 export function statusPatch(current: TaskStatus, desired: TaskStatus): TaskStatus {
   const patch: Record<string, unknown> = { ...desired }
   for (const key of Object.keys(current)) {

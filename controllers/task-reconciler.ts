@@ -73,6 +73,16 @@ export interface TaskStatus {
   message?: string
   /** Runs in flight (`kubectl get tasks` ACTIVE column). */
   activeCount?: number
+  /**
+   * The latest finished run still kept and how it ended (LAST RUN column). Finished runs only: the
+   * status is then written when the active list changes anyway, never for a run's progress.
+   */
+  lastRunName?: string
+  lastRunPhase?: RunPhase
+  /** Completion time of the latest successful run (kept when history limits delete that run). */
+  lastSuccessfulTime?: string
+  /** Display mirror of the task's total settled cost, decimal micros (written by the controller adapter from the ledger). */
+  costMicros?: string
   /** metav1.Condition list; `Ready` says whether the spec was accepted (False: InvalidSchedule). */
   conditions?: Condition[]
 }
@@ -184,6 +194,30 @@ function historyDeletes(runs: readonly RunResource[], keepOk: number, keepBad: n
     for (const run of finished.slice(Math.max(0, keep))) out.push(run.metadata.name)
   }
   return out.sort()
+}
+
+/**
+ * lastRunName/lastRunPhase: the latest finished run still kept (after this pass's history deletes),
+ * absent when none is; lastSuccessfulTime: the latest success ever seen, kept once its run is gone.
+ */
+function recordLastRun(status: TaskStatus, runs: readonly RunResource[], deleted: ReadonlySet<string>): void {
+  let last: RunResource | undefined
+  for (const run of runs) {
+    if (!isFinished(run)) continue
+    const completed = run.status?.completionTime
+    if (run.status?.phase === 'Succeeded' && completed !== undefined && (status.lastSuccessfulTime === undefined || completed > status.lastSuccessfulTime)) {
+      status.lastSuccessfulTime = completed
+    }
+    if (deleted.has(run.metadata.name)) continue
+    if (last === undefined || finishedAt(run) > finishedAt(last) || (finishedAt(run) === finishedAt(last) && byName(run, last) > 0)) last = run
+  }
+  if (last === undefined) {
+    delete status.lastRunName
+    delete status.lastRunPhase
+  } else {
+    status.lastRunName = last.metadata.name
+    status.lastRunPhase = last.status?.phase
+  }
 }
 
 function sameJson(a: unknown, b: unknown): boolean {
@@ -345,6 +379,7 @@ export function reconcileTask(observed: Observed, options: ReconcileOptions = {}
 
   status.active = [...active].sort()
   status.activeCount = status.active.length
+  recordLastRun(status, runs, new Set(actions.flatMap((action) => (action.type === 'deleteRun' ? [action.name] : []))))
   // Ready: the spec was understood. An invalid schedule is reported here, never a crash loop.
   const invalid = status.phase === 'Invalid'
   const readyStatus = invalid ? 'False' : 'True'

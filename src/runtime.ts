@@ -170,6 +170,7 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
             runInformer,
             namespace: config.kubeNamespace,
             reconcile: { lookaheadMs: config.dispatchAheadSec * 1000 },
+            costOf: (taskName) => (scheduler as SchedulerService).taskCost(taskName),
             onError,
           }),
           runs: new RunController({

@@ -4,9 +4,9 @@
 //
 // The shapes are TaskSpec/TaskStatus and RunSpec/RunStatus of controllers/task-reconciler.ts,
 // field by field (no x-kubernetes-preserve-unknown-fields: the API server prunes anything not
-// listed here), plus status fields only the Kubernetes side needs: conditions (metav1.Condition),
-// activeCount, lastRunName/lastRunPhase, lastSuccessfulTime, costMicros (Task) and
-// observedGeneration, conditions, duration (Run), so `kubectl get` columns have scalars to show.
+// listed here), including the status fields written for display, so `kubectl get` columns have
+// scalars to show: conditions (metav1.Condition), activeCount, lastRunName/lastRunPhase,
+// lastSuccessfulTime, costMicros (Task) and observedGeneration, conditions, duration (Run).
 //
 // Rules:
 // - no secret value in a CR: env is only `envSecretRef.name` (a Secret owned by the Task);

@@ -812,6 +812,16 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
     }
   }
 
+  /** A task's total settled cost (its run_cost rows), as GET …/usage counts it; undefined for an unknown task. */
+  async function taskCost(taskId: string): Promise<bigint | undefined> {
+    const rows = await db.query<{ cost: bigint | null }>(
+      `select (select -coalesce(sum(amount_micros), 0) from scheduler_ledger l where l.task_id = t.id and l.kind = 'run_cost')::int8 as cost
+         from scheduler_tasks t where t.id = $1`,
+      [taskId],
+    )
+    return rows[0] === undefined ? undefined : (rows[0].cost ?? 0n)
+  }
+
   async function ownerUsage(owner: string) {
     const rows = await db.query<{ id: string; status: string; rail: string; runs: bigint; cost: bigint | null; balance: bigint | null; refunded: bigint | null }>(
       `select t.id, t.status, t.rail,
@@ -1500,6 +1510,7 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
     listRuns,
     taskLedger,
     ownerUsage,
+    taskCost,
     runNow,
     runWebhook,
     claimRun,

@@ -123,7 +123,7 @@ export async function openWorld(options: WorldOptions = {}): Promise<World> {
     // As src/runtime.ts wires them: one Run informer for both controllers.
     const runInformer = new Informer(runs, { namespace: 'default' })
     return {
-      tasks: new TaskController({ tasks, runs, runInformer, clock, namespace: 'default', reconcile: { lookaheadMs: options.dispatchAheadMs ?? 0 } }),
+      tasks: new TaskController({ tasks, runs, runInformer, clock, namespace: 'default', reconcile: { lookaheadMs: options.dispatchAheadMs ?? 0 }, costOf: (taskName) => service.taskCost(taskName) }),
       runs: new RunController({ runs, runInformer, ledger: service, executor: options.makeRunExecutor?.() ?? executor, namespace: 'default', clock, maxParallel: 8, prepareAheadMs: options.dispatchAheadMs ?? 0 }),
     }
   }

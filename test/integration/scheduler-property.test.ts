@@ -55,6 +55,12 @@ async function check(t: Test, world: World, step: string): Promise<void> {
     if (['deleted', 'completed', 'terminated'].includes(task.status) && inFlight.length === 0 && summary.balance_micros !== 0n) {
       t.fail(`${step}: terminal task ${task.id} (${task.status}) sums to ${summary.balance_micros}, not 0`)
     }
+    // The Task's display mirror of its cost (kubectl's Cost column) has caught up with the ledger.
+    const resource = await world.tasks.get('default', task.id).catch(() => undefined)
+    const cost = await world.service.taskCost(task.id)
+    if (resource !== undefined && inFlight.length === 0 && cost !== undefined && cost > 0n && resource.status?.costMicros !== cost.toString()) {
+      t.fail(`${step}: task ${task.id} status.costMicros ${resource.status?.costMicros} but the ledger says ${cost}`)
+    }
   }
   for (const [name, count] of world.executor.executions) if (count > 1) t.fail(`${step}: run ${name} executed ${count} times`)
   const charged = await world.db.query<{ run_id: string; n: bigint }>(`select run_id, count(*)::int8 as n from scheduler_ledger where kind = 'run_cost' group by run_id having count(*) > 1`)

@@ -63,6 +63,10 @@ const FULL_TASK_STATUS: Full<TaskStatus> = {
   missedSlots: 2,
   message: 'ok',
   activeCount: 1,
+  lastRunName: 'nightly-202611241145',
+  lastRunPhase: 'Failed',
+  lastSuccessfulTime: '2026-11-24T11:30:42Z',
+  costMicros: '5400',
   conditions: [{ type: 'Ready', status: 'True', reason: 'Active', message: 'task is active', observedGeneration: 2, lastTransitionTime: '2026-11-24T11:00:00Z' }],
 }
 const FULL_RUN_SPEC: Full<RunSpec> = {

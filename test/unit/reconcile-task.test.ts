@@ -255,3 +255,34 @@ t.test('reconcileRun: runs with notBefore are prepared ahead and released if the
   t.same(reconcileRun({ ...base, run: { ...run, status: { phase: 'Running' } }, prepareAheadMs: 0 }), { type: 'settleLost' }, 'Running but not ours (local): lost')
   t.same(reconcileRun({ ...base, canAdopt: true, run: { ...run, status: { phase: 'Running' } }, prepareAheadMs: 0 }), { type: 'adopt' }, 'Running but not ours (Jobs): adopted')
 })
+
+t.test('status names the latest finished run still kept, and the latest success even after history deleted it', async (t) => {
+  const world = new World(makeTask('l', { schedule: { cron: '* * * * *' }, successfulRunsHistoryLimit: 2, failedRunsHistoryLimit: 0 }, '2026-06-01T00:00:00.000Z'), false)
+  const finish = (name: string, phase: 'Succeeded' | 'Failed', completionTime: string) => ((world.runs.get(name) as RunResource).status = { phase, completionTime })
+  world.reconcile(at('2026-06-01T00:01:00Z'))
+  t.equal(world.task.status?.lastRunName, undefined, 'nothing finished yet')
+  finish('l-202606010001', 'Succeeded', '2026-06-01T00:01:20.000Z')
+  world.reconcile(at('2026-06-01T00:01:30Z'))
+  t.match(world.task.status, { lastRunName: 'l-202606010001', lastRunPhase: 'Succeeded', lastSuccessfulTime: '2026-06-01T00:01:20.000Z' })
+  const progress = reconcileTask({ task: world.task, runs: [...world.runs.values()], now: at('2026-06-01T00:01:40Z') })
+  t.notOk(progress.some((a) => a.type === 'patchTaskStatus'), 'a settled state writes nothing')
+
+  world.reconcile(at('2026-06-01T00:02:00Z'))
+  ;(world.runs.get('l-202606010002') as RunResource).status = { phase: 'Running', startTime: '2026-06-01T00:02:01.000Z' }
+  const running = reconcileTask({ task: world.task, runs: [...world.runs.values()], now: at('2026-06-01T00:02:05Z') })
+  t.notOk(running.some((a) => a.type === 'patchTaskStatus'), "a run's progress costs no status write")
+
+  // Failed with failedRunsHistoryLimit 0: deleted in the same pass, so the kept success is the last run.
+  finish('l-202606010002', 'Failed', '2026-06-01T00:02:30.000Z')
+  world.reconcile(at('2026-06-01T00:02:40Z'))
+  t.notOk(world.runs.has('l-202606010002'), 'the failure is not kept')
+  t.match(world.task.status, { lastRunName: 'l-202606010001', lastRunPhase: 'Succeeded', lastSuccessfulTime: '2026-06-01T00:01:20.000Z' })
+
+  for (const minute of ['03', '04']) {
+    world.reconcile(at(`2026-06-01T00:${minute}:00Z`))
+    finish(`l-2026060100${minute}`, 'Succeeded', `2026-06-01T00:${minute}:10.000Z`)
+  }
+  world.reconcile(at('2026-06-01T00:04:20Z'))
+  t.same([...world.runs.keys()].sort(), ['l-202606010003', 'l-202606010004'], 'history keeps two successes')
+  t.match(world.task.status, { lastRunName: 'l-202606010004', lastRunPhase: 'Succeeded', lastSuccessfulTime: '2026-06-01T00:04:10.000Z' })
+})
