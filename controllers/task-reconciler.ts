@@ -285,10 +285,13 @@ export function reconcileTask(observed: Observed, options: ReconcileOptions = {}
   const forbid = (spec.concurrencyPolicy ?? 'Forbid') === 'Forbid'
   const status: TaskStatus = { ...current, observedGeneration: task.metadata.generation }
   delete status.message
+  const runsByName = new Map(runs.map((run) => [run.metadata.name, run]))
   const create = (name: string, slot: Date, trigger: TriggerType, ahead = false): void => {
     if (!existing.has(name)) actions.push(ahead ? { type: 'createRun', name, slot: slot.toISOString(), trigger, notBefore: slot.toISOString() } : { type: 'createRun', name, slot: slot.toISOString(), trigger })
     existing.add(name)
-    if (!ahead && !active.includes(name)) active.push(name)
+    // A run created ahead may have finished by the time its slot is recorded: not in flight.
+    const run = runsByName.get(name)
+    if (!ahead && !active.includes(name) && (run === undefined || !isFinished(run))) active.push(name)
   }
   // Runs created ahead for slots that will not come (suspended, completed, schedule changed or
   // ended) are deleted; the run controller releases anything it had dispatched for them.

@@ -812,15 +812,25 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
     }
   }
 
-  /** A task's total settled cost (its run_cost rows), as GET …/usage counts it; undefined for an unknown task. */
-  async function taskCost(taskId: string): Promise<bigint | undefined> {
-    const rows = await db.query<{ cost: bigint | null }>(
-      `select (select -coalesce(sum(amount_micros), 0) from scheduler_ledger l where l.task_id = t.id and l.kind = 'run_cost')::int8 as cost
-         from scheduler_tasks t where t.id = $1`,
-      [taskId],
-    )
-    return rows[0] === undefined ? undefined : (rows[0].cost ?? 0n)
-  }
+  /**
+   * A task's total settled cost (its run_cost rows), as GET …/usage counts it; undefined for an
+   * unknown task. Read by the TaskController after every finished run, so the reads of concurrent
+   * callers are grouped into one query.
+   */
+  const costBatcher = new Batcher<string, bigint | undefined>(
+    async (taskIds) => {
+      const rows = await db.query<{ id: string; cost: bigint | null }>(
+        `select t.id, (select -coalesce(sum(amount_micros), 0) from scheduler_ledger l where l.task_id = t.id and l.kind = 'run_cost')::int8 as cost
+           from scheduler_tasks t where t.id = any($1::text[])`,
+        [taskIds],
+      )
+      const costs = new Map(rows.map((row) => [row.id, row.cost ?? 0n]))
+      return taskIds.map((id) => costs.get(id))
+    },
+    (taskId) => taskId,
+    200,
+  )
+  const taskCost = (taskId: string): Promise<bigint | undefined> => costBatcher.submit(taskId)
 
   async function ownerUsage(owner: string) {
     const rows = await db.query<{ id: string; status: string; rail: string; runs: bigint; cost: bigint | null; balance: bigint | null; refunded: bigint | null }>(

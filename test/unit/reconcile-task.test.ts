@@ -286,3 +286,17 @@ t.test('status names the latest finished run still kept, and the latest success 
   t.same([...world.runs.keys()].sort(), ['l-202606010003', 'l-202606010004'], 'history keeps two successes')
   t.match(world.task.status, { lastRunName: 'l-202606010004', lastRunPhase: 'Succeeded', lastSuccessfulTime: '2026-06-01T00:04:10.000Z' })
 })
+
+t.test('lookahead: a run that finished before its slot was recorded is not put back in flight (one status write per run)', async (t) => {
+  const world = new World(makeTask('q', everyMinute, '2026-06-01T00:00:00.000Z'), false)
+  const options = { lookaheadMs: 15_000 }
+  world.reconcile(at('2026-06-01T00:00:50Z'), options)
+  t.same(world.created, ['q-202606010001'], 'created ahead')
+  // Started at the slot and finished before the slot's bookkeeping reconcile.
+  ;(world.runs.get('q-202606010001') as RunResource).status = { phase: 'Succeeded', completionTime: '2026-06-01T00:01:00.500Z' }
+  const actions = world.reconcile(at('2026-06-01T00:01:02Z'), options)
+  const patch = actions.find((a) => a.type === 'patchTaskStatus')
+  t.match(patch?.type === 'patchTaskStatus' ? patch.status : undefined, { active: [], activeCount: 0, lastRunName: 'q-202606010001', lastScheduleTime: '2026-06-01T00:01:00.000Z' })
+  const again = reconcileTask({ task: world.task, runs: [...world.runs.values()], now: at('2026-06-01T00:01:03Z') }, options)
+  t.notOk(again.some((a) => a.type === 'patchTaskStatus'), 'nothing left to write')
+})
