@@ -20,7 +20,13 @@
 // (page 1 br, 7 KB: 32,000 req/s with the decode, 76,000 without, node:http alone serving it).
 // The bench drops it for every target alike (hello-world included); byte counts are kept.
 // BENCH_DECODE_BODIES=1 measures with it.
-import { spawn, type ChildProcess } from 'node:child_process'
+//
+// Client and servers are pinned to separate cores (taskset, when there are 2+ cores): autocannon on
+// core 0, the gateway and the peer (never loaded at the same time) on core 1, so neither server
+// competes with the client for a core and every target runs under the same conditions (on this
+// shared machine the same route still moves ±15 % between measurements; hence rounds and medians).
+// BENCH_PIN=0 leaves placement to the kernel.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { request } from 'node:http'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
@@ -35,6 +41,21 @@ const warmup = Number(process.env.BENCH_WARMUP ?? 2)
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 50)
 const roles = (process.env.BENCH_ROLES ?? 'gateway').split(/\s+/).filter(Boolean)
 const decodeBodies = process.env.BENCH_DECODE_BODIES === '1'
+const pinned = process.env.BENCH_PIN !== '0' && os.cpus().length >= 2 && hasTaskset()
+
+function hasTaskset(): boolean {
+  try {
+    execFileSync('taskset', ['-p', String(process.pid)], { stdio: 'ignore' })
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** Every thread of `pid` (and the threads it starts later) on `core`. */
+function pin(pid: number | undefined, core: number): void {
+  if (pinned && pid !== undefined) execFileSync('taskset', ['-a', '-p', '-c', String(core), String(pid)], { stdio: 'ignore' })
+}
 
 if (!decodeBodies) {
   // Bodies are neither verified nor kept (no expectBody/verifyBody): keep only autocannon's byte count.
@@ -173,6 +194,9 @@ const gatewayCpu = async () => {
 const cases = variants.flatMap(([suffix, headers]) => routes.map(([name, route]) => ({ name: `${name}${suffix}`, route, headers: { ...headers } as Record<string, string> })))
 const captured = await Promise.all(cases.map((c) => capture(cli.gateway + c.route, c.headers)))
 const bare = await startBareFastify(captured)
+pin(process.pid, 0)
+pin(cli.child.pid, 1)
+pin(bare.child.pid, 1)
 const bareCpu = async () => ((await (await fetch(`${bare.url}/__cpu`)).json()) as { seconds: number }).seconds
 
 try {
@@ -211,7 +235,7 @@ try {
 
   const fixed = (value: number, digits: number) => value.toFixed(digits)
   const lines = [
-    `Node ${process.version}, ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, \`agent-gateway ${roles.join(' ')}\`, autocannon ${connections} connections${decodeBodies ? '' : ' (bodies counted, not decoded)'}, ` +
+    `Node ${process.version}, ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, \`agent-gateway ${roles.join(' ')}\`, autocannon ${connections} connections${decodeBodies ? '' : ' (bodies counted, not decoded)'}${pinned ? ', client on core 0, servers on core 1' : ', unpinned'}, ` +
       `${rounds} round(s) of ${duration} s per measurement after a ${warmup} s warm-up; medians over rounds`,
     '',
     '| Route | req/s | ratio vs hello-world | server CPU µs/req | CPU ratio vs hello-world | node:http alone, same response: req/s | its CPU µs/req | its CPU ratio vs hello-world (best possible) | ours vs same response (CPU) | p50 ms | p99 ms | bytes/req |',
