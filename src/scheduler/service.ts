@@ -84,13 +84,17 @@ export type RunClaim =
   /** Leave the Run pending and look again later (trigger/continuation behind an in-flight run). */
   | { kind: 'deferred' }
 
-/** A run the controller dispatches (scheduled, triggered or a continuation). */
-export interface DispatchInput {
+/** A run to dispatch: the API's synchronous claim, or the controller's (scheduled, triggered, a continuation). */
+interface DispatchDecisionInput {
   runId: string
   taskId: string
   trigger: RunTrigger
-  /** The run's instant has not come yet (see claimRun). */
+  /** The run's instant has not come yet (see decideDispatch). */
   ahead?: boolean
+}
+
+/** A run the controller dispatches (scheduled, triggered or a continuation). */
+export interface DispatchInput extends DispatchDecisionInput {
   /** Aborts the execution (the run was deleted or cancelled). */
   signal: AbortSignal
 }
@@ -114,6 +118,8 @@ interface RunRowInsert {
 }
 
 const IN_FLIGHT = ['claimed', 'running'] as const
+/** A task's total settled cost (its run_cost rows), as a select-list column of `scheduler_tasks t`. */
+const TASK_COST_SQL = `(select -coalesce(sum(amount_micros), 0) from scheduler_ledger l where l.task_id = t.id and l.kind = 'run_cost')::int8 as cost`
 // Owners: wallets compare lowercase; marketplace plan holders (`agent:<id>`) exactly (marketplace.ts).
 const lower = (owner: string) => normalizeOwner(owner)
 
@@ -820,8 +826,7 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
   const costBatcher = new Batcher<string, bigint | undefined>(
     async (taskIds) => {
       const rows = await db.query<{ id: string; cost: bigint | null }>(
-        `select t.id, (select -coalesce(sum(amount_micros), 0) from scheduler_ledger l where l.task_id = t.id and l.kind = 'run_cost')::int8 as cost
-           from scheduler_tasks t where t.id = any($1::text[])`,
+        `select t.id, ${TASK_COST_SQL} from scheduler_tasks t where t.id = any($1::text[])`,
         [taskIds],
       )
       const costs = new Map(rows.map((row) => [row.id, row.cost ?? 0n]))
@@ -836,7 +841,7 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
     const rows = await db.query<{ id: string; status: string; rail: string; runs: bigint; cost: bigint | null; balance: bigint | null; refunded: bigint | null }>(
       `select t.id, t.status, t.rail,
               (select count(*) from scheduler_runs r where r.task_id = t.id and r.status not in ('skipped')) as runs,
-              (select -coalesce(sum(amount_micros), 0) from scheduler_ledger l where l.task_id = t.id and l.kind = 'run_cost')::int8 as cost,
+              ${TASK_COST_SQL},
               (select coalesce(sum(amount_micros), 0) from scheduler_ledger l where l.task_id = t.id and l.kind <> 'usage')::int8 as balance,
               (select -coalesce(sum(amount_micros), 0) from scheduler_ledger l where l.task_id = t.id and l.kind = 'refund')::int8 as refunded
          from scheduler_tasks t where t.owner = $1 order by t.created_at`,
@@ -873,50 +878,14 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
   // ------------------------------------------------------------------ runs: lifecycle
 
   /**
-   * Dispatch decision for one run, in one transaction: the state machine's `dispatch` event with
-   * the funding check; on start, the run row is inserted holding the per-run ceiling as its
-   * reservation. Idempotent per run id: a run already claimed is returned as claimed.
+   * Dispatch decision for one run, in one transaction (decideDispatch): the state machine's
+   * `dispatch` event with the funding check; on start, the run row is inserted holding the per-run
+   * ceiling as its reservation. Idempotent per run id: a run already claimed is returned as claimed.
    */
-  async function claimRun(input: { runId: string; taskId: string; trigger: RunTrigger; ahead?: boolean }): Promise<RunClaim> {
-    let task: TaskRow | undefined
-    let after: AfterCommit = {}
-    let claim: RunClaim
+  async function claimRun(input: { runId: string; taskId: string; trigger: RunTrigger }): Promise<RunClaim> {
+    let decided: Awaited<ReturnType<typeof decideDispatch>>
     try {
-      claim = await db.transaction(async (tx) => {
-        const existing = (await tx.query<RunRow>(`select * from scheduler_runs where id = $1`, [input.runId]))[0]
-        if (existing !== undefined) {
-          if (existing.status === 'skipped') return { kind: 'skipped', reason: existing.outcome ?? 'skipped', message: existing.error ?? 'skipped' } as RunClaim
-          return { kind: 'claimed', run: existing } as RunClaim
-        }
-        task = await loadTask(tx, input.taskId, true)
-        if (task === undefined) return { kind: 'skipped', reason: 'TaskNotFound', message: `task ${input.taskId} does not exist` } as RunClaim
-        const facts = await factsOf(tx, task)
-        const result = transition(snapshot(task), { type: 'dispatch', trigger: input.trigger }, facts)
-        // Dispatched ahead of its instant, a run behind an in-flight one is not skipped yet: that
-        // run may finish first. (This outcome changes nothing in the task, so nothing is applied.)
-        if (input.ahead === true && result.effects.some((effect) => effect.type === 'skip_run' && effect.reason === 'run_in_flight')) {
-          return { kind: 'deferred' } as RunClaim
-        }
-        after = await applyTransition(tx, task, result, facts)
-        const start = result.effects.find((effect) => effect.type === 'start_run')
-        const now = clock.now()
-        if (start && start.type === 'start_run') {
-          const rows = await tx.query<RunRow>(
-            `insert into scheduler_runs (id, task_id, trigger, status, reserved_micros, created_at) values ($1, $2, $3, 'claimed', $4, $5) returning *`,
-            [input.runId, task.id, input.trigger, start.reserve_micros, now],
-          )
-          return { kind: 'claimed', run: rows[0] as RunRow } as RunClaim
-        }
-        if (result.effects.some((effect) => effect.type === 'defer_run')) return { kind: 'deferred' } as RunClaim
-        const skip = result.effects.find((effect) => effect.type === 'skip_run')
-        const reason = skip && skip.type === 'skip_run' ? skip.reason : 'not_active'
-        const message = skipMessage(reason, facts.ceiling_micros, result.next)
-        await tx.query(
-          `insert into scheduler_runs (id, task_id, trigger, status, outcome, error, created_at, finished_at) values ($1, $2, $3, 'skipped', $4, $5, $6, $6)`,
-          [input.runId, task.id, input.trigger, reason, message, now],
-        )
-        return { kind: 'skipped', reason, message } as RunClaim
-      })
+      decided = await decideDispatch([input], false)
     } catch (error) {
       // The one-in-flight index: a concurrent claim won. Synchronous callers get their SPEC code.
       if (isUniqueViolation(error)) {
@@ -926,16 +895,16 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
       }
       throw error
     }
-    if (task !== undefined) await runAfterCommit(task, after)
-    return claim
+    for (const { task, after } of decided.afters) await runAfterCommit(task, after)
+    const result = decided.results[0] as DispatchResult
+    return result.kind === 'claimed' ? { kind: 'claimed', run: result.run } : result
   }
 
   /**
-   * The run controller's dispatch: claimRun's decision and, for a run claimed (or running, when
-   * adopted), its execution request with a fresh helper token. Calls are group-committed: one
-   * transaction decides a batch of runs (one per task; tasks locked in id order), with the facts of
-   * all their tasks read in one statement and the run rows written in one, so thousands of runs due
-   * in the same minute are dispatched in a few dozen transactions. Never throws a SPEC error: only
+   * The run controller's dispatch: the dispatch decision (decideDispatch) and, for a run claimed
+   * (or running, when adopted), its execution request with a fresh helper token. Calls are
+   * group-committed: one transaction decides a batch of runs (one per task), so thousands of runs
+   * due in the same minute are dispatched in a few dozen transactions. Never throws a SPEC error: only
    * the schedule, trigger and continuation triggers come here (sync runs are claimed by the API).
    */
   function dispatchRun(input: DispatchInput): Promise<DispatchResult> {
@@ -961,7 +930,16 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
     200,
   )
 
-  async function dispatchBatch(inputs: readonly DispatchInput[]): Promise<DispatchResult[]> {
+  /**
+   * The dispatch decision for a batch of runs, in one transaction: tasks locked in id order, the
+   * facts of all of them read in one statement, the run rows written in one. `tokens`: claimed runs
+   * get a fresh helper token (the controller's dispatch, which then builds their requests); the
+   * API's synchronous claim needs none. The caller runs the after-commit work.
+   */
+  async function decideDispatch(
+    inputs: readonly DispatchDecisionInput[],
+    tokens: boolean,
+  ): Promise<{ results: DispatchResult[]; afters: { task: TaskRow; after: AfterCommit }[] }> {
     const afters: { task: TaskRow; after: AfterCommit }[] = []
     const results = await db.transaction(async (tx) => {
       const now = clock.now()
@@ -982,7 +960,7 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
         const row = existing.get(input.runId)
         if (row !== undefined) {
           if (row.status === 'skipped') out.push({ kind: 'skipped', reason: row.outcome ?? 'skipped', message: row.error ?? 'skipped' })
-          else if (row.status === 'claimed' || row.status === 'running') {
+          else if (tokens && (row.status === 'claimed' || row.status === 'running')) {
             const token = newBearerSecret('run_')
             tokenUpdates.push({ id: row.id, token })
             out.push({ kind: 'claimed', run: row, token })
@@ -1007,8 +985,8 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
         const start = result.effects.find((effect) => effect.type === 'start_run')
         if (start && start.type === 'start_run') {
           if (task.rail === 'marketplace') heldByOwner.set(task.owner, (heldByOwner.get(task.owner) ?? 0n) + start.reserve_micros)
-          const token = newBearerSecret('run_')
-          const insert: RunRowInsert = { id: input.runId, task_id: task.id, trigger: input.trigger, status: 'claimed', reserved: start.reserve_micros, outcome: null, error: null, token_hash: secretHash(token), finished: null, token }
+          const token = tokens ? newBearerSecret('run_') : null
+          const insert: RunRowInsert = { id: input.runId, task_id: task.id, trigger: input.trigger, status: 'claimed', reserved: start.reserve_micros, outcome: null, error: null, token_hash: token === null ? null : secretHash(token), finished: null, token }
           inserts.push(insert)
           out.push({ pending: insert })
           continue
@@ -1052,8 +1030,15 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
           tokenUpdates.map((u) => secretHash(u.token)),
         ])
       }
-      return out.map((entry): DispatchResult => ('pending' in entry ? { kind: 'claimed', run: written.get(entry.pending.id) as RunRow, token: entry.pending.token as string } : entry))
+      return out.map((entry): DispatchResult =>
+        'pending' in entry ? { kind: 'claimed', run: written.get(entry.pending.id) as RunRow, ...(entry.pending.token === null ? {} : { token: entry.pending.token }) } : entry,
+      )
     })
+    return { results, afters }
+  }
+
+  async function dispatchBatch(inputs: readonly DispatchInput[]): Promise<DispatchResult[]> {
+    const { results, afters } = await decideDispatch(inputs, true)
     for (const { task, after } of afters) {
       await runAfterCommit(task, after).catch((error: unknown) => logger.warn({ err: error, taskId: task.id }, 'post-dispatch work failed'))
     }
