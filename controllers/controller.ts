@@ -199,7 +199,6 @@ export class TaskController {
   }
 }
 
-/** Merge patch turning `current` into `desired`: keys dropped from desired are sent as null. */
 /** A run left the active list, or a newer run finished, since `current` was written. */
 function runFinishedSince(current: TaskStatus, desired: TaskStatus): boolean {
   if (desired.lastRunName !== current.lastRunName || desired.lastRunPhase !== current.lastRunPhase) return true
@@ -207,6 +206,7 @@ function runFinishedSince(current: TaskStatus, desired: TaskStatus): boolean {
   return (current.active ?? []).some((name) => !active.has(name))
 }
 
+/** Merge patch turning `current` into `desired`: keys dropped from desired are sent as null. */
 export function statusPatch(current: TaskStatus, desired: TaskStatus): TaskStatus {
   const patch: Record<string, unknown> = { ...desired }
   for (const key of Object.keys(current)) {

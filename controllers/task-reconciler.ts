@@ -287,7 +287,7 @@ export function reconcileTask(observed: Observed, options: ReconcileOptions = {}
   delete status.message
   const runsByName = new Map(runs.map((run) => [run.metadata.name, run]))
   const create = (name: string, slot: Date, trigger: TriggerType, ahead = false): void => {
-    if (!existing.has(name)) actions.push(ahead ? { type: 'createRun', name, slot: slot.toISOString(), trigger, notBefore: slot.toISOString() } : { type: 'createRun', name, slot: slot.toISOString(), trigger })
+    if (!existing.has(name)) actions.push({ type: 'createRun', name, slot: slot.toISOString(), trigger, ...(ahead ? { notBefore: slot.toISOString() } : {}) })
     existing.add(name)
     // A run created ahead may have finished by the time its slot is recorded: not in flight.
     const run = runsByName.get(name)
