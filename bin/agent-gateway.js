@@ -5,6 +5,14 @@ import { spawnSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 
+// V8 flags the service always runs with. --no-memory-reducer: once a process has idled for ~8 s,
+// V8's memory reducer shrinks its heap, young generation included, and under load the young
+// generation stays small: every request then pays for many more scavenges, each scanning a large
+// old generation (PGlite, payments, catalog), and allocation sites get pretenured. Measured on the
+// gateway role: a hello-world route in the same process went from 10 to 15 µs of CPU per request
+// (docs/BENCHMARKS.md, "Runtime flags"). A server keeps its heap between bursts instead.
+const V8_FLAGS = ['--no-memory-reducer']
+
 const major = Number(process.versions.node.split('.')[0])
 if (major < 24) {
   const projectNode = fileURLToPath(new URL('../node_modules/node/bin/node', import.meta.url))
@@ -12,8 +20,14 @@ if (major < 24) {
     console.error(`agent-gateway needs Node >= 24 (this is ${process.version}); run \`npm install\` to fetch it.`)
     process.exit(1)
   }
-  const result = spawnSync(projectNode, [fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: 'inherit' })
+  const result = spawnSync(projectNode, [...V8_FLAGS, fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: 'inherit' })
   process.exit(result.status ?? 1)
+}
+// Started without the flags (`node bin/agent-gateway.js`, the npm bin link, a container command):
+// replace this process with one that has them. Same pid, so signals and exit codes are untouched.
+if (V8_FLAGS.some((flag) => !process.execArgv.includes(flag)) && typeof process.execve === 'function') {
+  const flags = [...V8_FLAGS.filter((flag) => !process.execArgv.includes(flag)), ...process.execArgv]
+  process.execve(process.execPath, [process.execPath, ...flags, fileURLToPath(import.meta.url), ...process.argv.slice(2)], process.env)
 }
 
 const { main } = await import('../src/cli.ts')

@@ -2,7 +2,7 @@
 // with DATABASE_URL / REDIS_URL it runs on the real Postgres and Redis.
 import t from 'tap'
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync } from 'node:fs'
+import { mkdtempSync, readFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { repoRoot, startCli } from '../helpers/cli.ts'
@@ -32,6 +32,17 @@ t.test('embedded default: PGlite data survives a restart', async (t) => {
   t.teardown(() => again.stop('SIGKILL'))
   t.equal((await fetch(`${again.gateway}/readyz`)).status, 200, 'restarts on the same data directory')
   t.equal(await again.stop(), 0)
+})
+
+t.test('the CLI runs with its V8 flags however it is started, in the same process', async (t) => {
+  // startCli runs `node bin/agent-gateway.js` with no flags: the launcher re-executes itself with them.
+  const cli = await startCli({ args: ['gateway'] })
+  t.teardown(() => cli.stop('SIGKILL'))
+  const argv = readFileSync(`/proc/${cli.child.pid}/cmdline`, 'utf8').split('\0')
+  t.ok(argv.includes('--no-memory-reducer'), `the serving process (pid ${cli.child.pid}, the one started) runs with --no-memory-reducer: ${argv.join(' ')}`)
+  t.equal(argv.filter((arg) => arg === '--no-memory-reducer').length, 1, 'once')
+  t.equal((await fetch(`${cli.gateway}/readyz`)).status, 200)
+  t.equal(await cli.stop(), 0, 'SIGTERM reaches it and it exits cleanly')
 })
 
 t.test('one process per embedded data directory; the lock of a crashed owner is taken over', async (t) => {
