@@ -26,7 +26,7 @@ export function createServiceApp(scope: ServerName, deps: ServiceAppDeps, handle
     registerDiscoveryRoutes(app, { catalog: deps.catalog, payTo: deps.payTo })
   } else {
     registerOpenapiRoute(app, deps.catalog, scope)
-    const llms = renderDocument('text/plain; charset=utf-8', scopedLlmsTxt(deps.catalog, scope))
+    const llms = renderDocument('text/plain; charset=utf-8', scopedLlmsTxt(deps.catalog, scope), { effort: 'best' })
     app.get('/llms.txt', { schema: { response: { 200: { type: 'string' } } } }, (request, reply) => sendDocument(request, reply, llms))
     app.prepared.set('/llms.txt', '/llms.txt', llms.respond)
   }

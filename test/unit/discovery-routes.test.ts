@@ -6,7 +6,8 @@ import { request as httpRequest } from 'node:http'
 import { registry } from '../../src/catalog/registry.ts'
 import { createCatalog } from '../../src/catalog/catalog.ts'
 import { createServiceApp } from '../../src/catalog/service-app.ts'
-import { guideHandlers, negotiateEncoding, etagMatches } from '../../src/catalog/routes.ts'
+import { guideHandlers, negotiateEncoding, etagMatches, renderDocument } from '../../src/catalog/routes.ts'
+import { brotliDecompressSync, gunzipSync } from 'node:zlib'
 import { createLogger } from '../../src/platform/logger.ts'
 import { createMetrics } from '../../src/platform/metrics.ts'
 
@@ -118,6 +119,28 @@ t.test('prepared answers are counted under their route template', async (t) => {
   const after = await metrics.render()
   t.equal(count(after, '/services/:slug') - count(before, '/services/:slug'), 2)
   t.equal(count(after, '/openapi.json') - count(before, '/openapi.json'), 2)
+})
+
+/** The body a rendered document sends for one Accept-Encoding, without a server. */
+function bodyFor(text: string, effort: 'best' | 'fast', coding: 'br' | 'gzip'): Buffer {
+  const chunks: Buffer[] = []
+  const response = { writeHead: () => response, end: (body: Buffer) => chunks.push(body) }
+  renderDocument('application/json', text, { effort }).respond({ headers: { 'accept-encoding': coding } } as never, response as never, 'id')
+  return Buffer.concat(chunks)
+}
+
+t.test('compression effort: documents of the fixed set are squeezed harder, and every variant decodes to the text', async (t) => {
+  const text = (await get('/openapi.json')).body.toString()
+  for (const coding of ['br', 'gzip'] as const) {
+    const decode = coding === 'br' ? brotliDecompressSync : gunzipSync
+    const [best, fast] = [bodyFor(text, 'best', coding), bodyFor(text, 'fast', coding)]
+    t.equal(decode(best).toString(), text, `${coding} best decodes to the text`)
+    t.equal(decode(fast).toString(), text, `${coding} fast decodes to the text`)
+    t.ok(best.length < fast.length, `${coding}: best ${best.length} B < fast ${fast.length} B`)
+  }
+  t.same((await get('/openapi.json', { 'accept-encoding': 'br' })).body, bodyFor(text, 'best', 'br'), 'the unfiltered page 1 is served at the best effort')
+  const search = (await get('/openapi.json?q=song')).body.toString()
+  t.same((await get('/openapi.json?q=song', { 'accept-encoding': 'br' })).body, bodyFor(search, 'fast', 'br'), 'a search is served at the fast effort')
 })
 
 t.test('encoding negotiation and ETag comparison', async (t) => {
