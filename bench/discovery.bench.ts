@@ -158,7 +158,8 @@ app.get('/__cpu', async () => { const u = process.cpuUsage(); return { seconds: 
 await app.listen({ host: '127.0.0.1', port: ${port} })
 console.log('ready')`,
   )
-  const child = spawn(process.execPath, [script], { stdio: ['ignore', 'pipe', 'inherit'] })
+  // The V8 flags the gateway runs with (bin/agent-gateway.js), so both processes run the same V8.
+  const child = spawn(process.execPath, ['--no-memory-reducer', script], { stdio: ['ignore', 'pipe', 'inherit'] })
   await new Promise<void>((resolve) => child.stdout?.once('data', () => resolve()))
   return { url: `http://127.0.0.1:${port}`, child }
 }
