@@ -2,7 +2,7 @@
 // the same machine. The gateway runs as the real CLI, the peer is a bare fastify app (same
 // fastify, logger off) in its own process; autocannon runs here.
 //   npm run bench                       (defaults: 3 rounds, 10 s per measurement, 50 connections)
-//   BENCH_ROUNDS=1 BENCH_DURATION=5 BENCH_CONNECTIONS=20 BENCH_ROLES="serve" npm run bench
+//   BENCH_ROUNDS=1 BENCH_DURATION=5 BENCH_CONNECTIONS=20 BENCH_ROLES="serve" BENCH_VARIANTS=plain,br npm run bench
 //
 // The CLI runs the gateway role alone (`agent-gateway gateway`, one role per process as deployed);
 // BENCH_ROLES="serve" measures the all-roles process instead, background work included.
@@ -10,7 +10,7 @@
 // Each round measures, route by route, the hello-world, then ours followed by the peer process
 // sending our exact response (same status, headers and bytes) straight from node:http with nothing
 // else per request: the cost of the bytes alone, the floor for any server sending that response.
-// Plain and br. Ratios are taken against the hello-world of the same block; the table shows medians
+// Plain, br and gzip. Ratios are taken against the hello-world of the same block; the table shows medians
 // over rounds. Server CPU per request is each process's CPU time delta over the run divided by the
 // requests answered.
 //
@@ -179,11 +179,20 @@ const routes = [
   ['GET /services/songmodel-3-pro', '/services/songmodel-3-pro'],
   ['GET /llms.txt', '/llms.txt'],
 ] as const
-// Plain, and as agents using fetch/undici see it: they send Accept-Encoding and get the precompressed bytes.
-const variants = [
-  ['', {}],
-  [', br', { 'accept-encoding': 'br, gzip' }],
-] as const
+// Plain (curl, autocannon), and the codings clients ask for: browsers and curl --compressed
+// accept br; Node's fetch (undici) sends `gzip, deflate`, as do Python's requests and httpx
+// without the brotli package. Each gets the precompressed bytes. BENCH_VARIANTS picks a subset
+// (`plain,br,gzip`, the default).
+const allVariants = {
+  plain: ['', {}],
+  br: [', br', { 'accept-encoding': 'br, gzip' }],
+  gzip: [', gzip', { 'accept-encoding': 'gzip, deflate' }],
+} as const
+const variants = (process.env.BENCH_VARIANTS ?? 'plain,br,gzip').split(',').map((name) => {
+  const variant = allVariants[name.trim() as keyof typeof allVariants]
+  if (variant === undefined) throw new Error(`BENCH_VARIANTS: unknown variant "${name}" (plain, br, gzip)`)
+  return variant
+})
 
 const cli = await startCli({ args: roles, env: { LOG_LEVEL: 'info' } })
 // prom-client's process_cpu_seconds_total (process.cpuUsage(), user + system) of the gateway process.

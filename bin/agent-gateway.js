@@ -27,7 +27,12 @@ if (major < 24) {
 // replace this process with one that has them. Same pid, so signals and exit codes are untouched.
 if (V8_FLAGS.some((flag) => !process.execArgv.includes(flag)) && typeof process.execve === 'function') {
   const flags = [...V8_FLAGS.filter((flag) => !process.execArgv.includes(flag)), ...process.execArgv]
-  process.execve(process.execPath, [process.execPath, ...flags, fileURLToPath(import.meta.url), ...process.argv.slice(2)], process.env)
+  try {
+    process.execve(process.execPath, [process.execPath, ...flags, fileURLToPath(import.meta.url), ...process.argv.slice(2)], process.env)
+  } catch (error) {
+    // Not available here (Windows, a worker): run as started, only slower under load after idling.
+    console.error(`agent-gateway: running without ${V8_FLAGS.join(' ')} (${error.message})`)
+  }
 }
 
 const { main } = await import('../src/cli.ts')
