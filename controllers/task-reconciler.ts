@@ -11,9 +11,11 @@
 //   than startingDeadlineSeconds (default 300); the others are counted in status.missedSlots.
 // - suspended, deleting (deletionTimestamp) or completed tasks create nothing; a task without a
 //   schedule is on-demand and never gets scheduled runs.
-// - spec.triggerRequestedAt newer than status.lastTriggerHandled → one run with trigger 'trigger'.
-// - concurrencyPolicy Forbid (default): while a run is active, a due slot (or trigger) is skipped
-//   and recorded in status.lastSkipped. Allow: runs may overlap.
+// - spec.triggerRequestedAt newer than status.lastTriggerHandled → one run with trigger 'trigger',
+//   created even while another run is active: a trigger queues a run, it is never skipped (the run
+//   controller starts it once the run in flight has finished).
+// - concurrencyPolicy Forbid (default): while a run is active, a due slot is skipped and recorded
+//   in status.lastSkipped. Allow: runs may overlap.
 // - History: finished runs beyond successfulRunsHistoryLimit (default 3) / failedRunsHistoryLimit
 //   (default 1) are deleted, oldest first.
 // - requeueAfter: until the next slot (exact; the adapter may pad). None when the schedule ended.
@@ -297,16 +299,13 @@ export function reconcileTask(observed: Observed, options: ReconcileOptions = {}
   // ended) are deleted; the run controller releases anything it had dispatched for them.
   const keepWaiting = new Set<string>()
 
-  // On-demand trigger: at most one run per request instant.
+  // On-demand trigger: at most one run per request instant. It is queued, never skipped (SPEC:
+  // trigger "queues one"): behind a run in flight its Run waits, the run controller's claim
+  // deferring it until that run has finished.
   const requested = parseInstant(spec.triggerRequestedAt)
   const handled = parseInstant(current.lastTriggerHandled)
   if (requested !== undefined && (handled === undefined || requested.getTime() > handled.getTime()) && current.phase !== 'Completed') {
-    const name = triggerRunName(task.metadata.name, requested)
-    if (forbid && active.length > 0 && !active.includes(name)) {
-      status.lastSkipped = { slot: requested.toISOString(), reason: 'ConcurrentRunActive' }
-    } else {
-      create(name, requested, 'trigger')
-    }
+    create(triggerRunName(task.metadata.name, requested), requested, 'trigger')
     status.lastTriggerHandled = requested.toISOString()
   }
 

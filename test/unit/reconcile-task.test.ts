@@ -166,6 +166,21 @@ t.test('triggerRequestedAt newer than the last handled → exactly one trigger r
   t.equal(world.created.length, 2, 'a newer request gives one more run')
 })
 
+t.test('a trigger while a run is active is queued, not skipped', async (t) => {
+  const world = new World(makeTask('busy', everyMinute, '2026-06-01T00:00:00.000Z'), false)
+  world.run(at('2026-06-01T00:01:00Z'), at('2026-06-01T00:01:30Z'))
+  t.same(world.task.status?.active, ['busy-202606010001'], 'the scheduled run is in flight')
+  world.task = { ...world.task, spec: { ...world.task.spec, triggerRequestedAt: '2026-06-01T00:01:40.000Z' } }
+  world.reconcile(at('2026-06-01T00:01:41Z'))
+  const name = triggerRunName('busy', at('2026-06-01T00:01:40.000Z'))
+  t.same(world.created, ['busy-202606010001', name], 'the trigger run is created behind it')
+  t.equal(world.runs.get(name)?.spec.trigger.type, 'trigger')
+  t.equal(world.task.status?.lastSkipped, undefined, 'nothing recorded as skipped')
+  t.equal(world.task.status?.lastTriggerHandled, '2026-06-01T00:01:40.000Z')
+  world.reconcile(at('2026-06-01T00:01:42Z'))
+  t.equal(world.created.length, 2, 'once per request instant')
+})
+
 t.test('never a second run while one is active: the slot is skipped and recorded', async (t) => {
   const world = new World(makeTask('slow', everyMinute, '2026-06-01T00:00:00.000Z'), false)
   world.run(at('2026-06-01T00:01:00Z'), at('2026-06-01T00:03:00Z'))
