@@ -10,7 +10,8 @@ import { fileURLToPath } from 'node:url'
 // generation stays small: every request then pays for many more scavenges, each scanning a large
 // old generation (PGlite, payments, catalog), and allocation sites get pretenured. Measured on the
 // gateway role: a hello-world route in the same process went from 10 to 15 µs of CPU per request
-// (docs/BENCHMARKS.md, "Runtime flags"). A server keeps its heap between bursts instead.
+// (docs/architecture.md; docs/BENCHMARKS.md, discovery surface). A server keeps its heap between
+// bursts instead.
 const V8_FLAGS = ['--no-memory-reducer']
 
 const major = Number(process.versions.node.split('.')[0])
@@ -25,10 +26,10 @@ if (major < 24) {
 }
 // Started without the flags (`node bin/agent-gateway.js`, the npm bin link, a container command):
 // replace this process with one that has them. Same pid, so signals and exit codes are untouched.
-if (V8_FLAGS.some((flag) => !process.execArgv.includes(flag)) && typeof process.execve === 'function') {
-  const flags = [...V8_FLAGS.filter((flag) => !process.execArgv.includes(flag)), ...process.execArgv]
+const missingFlags = V8_FLAGS.filter((flag) => !process.execArgv.includes(flag))
+if (missingFlags.length > 0 && typeof process.execve === 'function') {
   try {
-    process.execve(process.execPath, [process.execPath, ...flags, fileURLToPath(import.meta.url), ...process.argv.slice(2)], process.env)
+    process.execve(process.execPath, [process.execPath, ...missingFlags, ...process.execArgv, fileURLToPath(import.meta.url), ...process.argv.slice(2)], process.env)
   } catch (error) {
     // Not available here (Windows, a worker): run as started, only slower under load after idling.
     console.error(`agent-gateway: running without ${V8_FLAGS.join(' ')} (${error.message})`)

@@ -6,7 +6,7 @@ import { request as httpRequest } from 'node:http'
 import { registry } from '../../src/catalog/registry.ts'
 import { createCatalog } from '../../src/catalog/catalog.ts'
 import { createServiceApp } from '../../src/catalog/service-app.ts'
-import { guideHandlers, negotiateEncoding, etagMatches, renderDocument } from '../../src/catalog/routes.ts'
+import { guideHandlers, negotiateEncoding, etagMatches, renderDocument, type CompressionEffort } from '../../src/catalog/routes.ts'
 import { brotliDecompressSync, gunzipSync } from 'node:zlib'
 import { createLogger } from '../../src/platform/logger.ts'
 import { createMetrics } from '../../src/platform/metrics.ts'
@@ -122,7 +122,7 @@ t.test('prepared answers are counted under their route template', async (t) => {
 })
 
 /** The body a rendered document sends for one Accept-Encoding, without a server. */
-function bodyFor(text: string, effort: 'best' | 'fast', coding: 'br' | 'gzip'): Buffer {
+function bodyFor(text: string, effort: CompressionEffort, coding: 'br' | 'gzip'): Buffer {
   const chunks: Buffer[] = []
   const response = { writeHead: () => response, end: (body: Buffer) => chunks.push(body) }
   renderDocument('application/json', text, { effort }).respond({ headers: { 'accept-encoding': coding } } as never, response as never, 'id')
