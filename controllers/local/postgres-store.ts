@@ -127,7 +127,10 @@ interface PatchInput {
 /**
  * Group commit: calls made while a batch is being written are written together in the next one
  * statement. Under load many writes share one counter bump and one COMMIT (the fsync the counter
- * lock is held through); alone, a write goes out at once.
+ * lock is held through); alone, a write goes out at once. Each batch is one statement (the delete's
+ * look-ups only read), so a batch the database refuses wrote nothing: the Batcher then writes it
+ * again in halves until the item at fault fails alone (a NUL or an unpaired surrogate in a spec,
+ * say), and only that caller gets the error; its neighbours are written.
  */
 interface KindBatches {
   create: Batcher<CreateInput, ResourceRow | undefined>

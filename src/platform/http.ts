@@ -17,8 +17,16 @@ import Fastify, {
 import { AppError, PROBLEM_CONTENT_TYPE, isAppError, type ProblemBody } from './errors.ts'
 import type { Logger } from './logger.ts'
 import type { Metrics, RequestObserver } from './metrics.ts'
+import { rejectUnsafeText } from './text-safety.ts'
 
-export type ReadinessCheck = () => Promise<boolean>
+/** A dependency that is not ready may say why, and what fixes it; /readyz shows both under `reasons`. */
+export interface ReadinessResult {
+  ok: boolean
+  reason?: string
+  fix?: string
+}
+
+export type ReadinessCheck = () => Promise<boolean | ReadinessResult>
 
 export interface HttpAppOptions {
   /** Listener name, used as a metrics label and in logs (`gateway`, `scheduler`, …). */
@@ -28,6 +36,11 @@ export interface HttpAppOptions {
   bodyLimitBytes: number
   /** Dependencies that must answer for /readyz to be 200 (database, redis, …). */
   readiness?: Record<string, ReadinessCheck>
+  /**
+   * Conditions /readyz reports under `detail` without turning 503 (e.g. refunds stuck on-chain):
+   * worth an operator's eye, not worth taking the listener out of its Service. Undefined = nothing to say.
+   */
+  diagnostics?: Record<string, () => Promise<Record<string, unknown> | undefined>>
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -91,9 +104,9 @@ interface AjvIssue {
   params?: Record<string, unknown>
 }
 
-/** Names the offending field as `body.a.b`, `query.page`, `header.idempotency-key`. */
+/** Names the offending field as `body.a.b`, `query.page`, `path.id`, `header.idempotency-key` (docs/errors.md). */
 function fieldOf(context: string | undefined, issue: AjvIssue | undefined): string {
-  const prefix = context === 'querystring' ? 'query' : context === 'headers' ? 'header' : context ?? 'body'
+  const prefix = context === 'querystring' ? 'query' : context === 'headers' ? 'header' : context === 'params' ? 'path' : context ?? 'body'
   const segments = (issue?.instancePath ?? '').split('/').filter(Boolean)
   const extra = issue?.params?.missingProperty ?? issue?.params?.additionalProperty
   if (typeof extra === 'string') segments.push(extra)
@@ -147,6 +160,21 @@ export function toAppError(error: unknown): AppError {
   }
   return new AppError('internal', 'The server failed to handle the request; it has been logged', { cause: error })
 }
+
+/**
+ * The log level of a request that ended in a 5xx through the error handler. A thrown AppError is an
+ * answer the code chose: 501 `not_implemented` is routine (info), an unavailable or failing upstream
+ * (502, 503, …) is worth a look (warn); neither is a fault, so neither is logged with a stack.
+ * Anything else (an exception the catalogue does not name, or an `internal`/`INTERNAL` AppError, a
+ * broken invariant) is a fault: error, with the stack.
+ */
+export function failureLevel(error: unknown, appError: AppError): 'error' | 'warn' | 'info' {
+  if (!isAppError(error) || appError.code === 'internal' || appError.code === 'INTERNAL') return 'error'
+  return appError.status === 501 ? 'info' : 'warn'
+}
+
+/** Requests that failed with a 5xx through the error handler: how requestCompleted logs them. */
+const failures = new WeakMap<FastifyRequest, { level: 'error' | 'warn' | 'info'; code: string }>()
 
 const LOG_METHODS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 
@@ -249,15 +277,21 @@ class RequestLifecycle extends LogController {
   }
 
   /**
-   * Every request is counted. The log line is at error level when the request failed, else at debug
-   * level, written only when the route's level allows it (the probes and /metrics are at `warn`).
+   * Every request is counted. A 5xx gets a `request failed` line at the level the error handler chose
+   * (failureLevel: error for a fault, warn or info for an expected AppError such as a 501); a 5xx the
+   * route answered itself (/readyz while draining, fastify's 503 while closing) at warn; a response
+   * that failed to send at error. Other requests get a debug line, written only when the route's
+   * level allows it (the probes and /metrics are at `warn`).
    */
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
     const status = reply.statusCode
     const ms = reply.elapsedTime
     this.#observe(request.method, request.is404 ? 'unmatched' : (request.routeOptions.url ?? 'unmatched'), status, ms)
-    if (error || status >= 500) {
-      this.#log.error({ reqId: request.id, method: request.method, url: request.url, status, ms, err: error ?? undefined }, 'request failed')
+    if (error) {
+      this.#log.error({ reqId: request.id, method: request.method, url: request.url, status, ms, err: error }, 'request failed')
+    } else if (status >= 500) {
+      const failure = failures.get(request)
+      this.#log[failure?.level ?? 'warn']({ reqId: request.id, method: request.method, url: request.url, status, ms, ...(failure ? { code: failure.code } : {}) }, 'request failed')
     } else if (this.#log.isLevelEnabled('debug') && (request.log.level === 'debug' || request.log.level === 'trace')) {
       this.#log.debug({ reqId: request.id, method: request.method, url: request.url, status, ms }, 'request')
     }
@@ -356,10 +390,18 @@ export function createHttpApp(options: HttpAppOptions): FastifyInstance {
   let draining = false
 
   app.setValidatorCompiler(validatorCompiler)
+  // Strings Postgres cannot store (U+0000, unpaired surrogates) in any body, query, path parameter
+  // or header: a 400 naming the field before any schema or handler (src/platform/text-safety.ts).
+  app.addHook('preValidation', rejectUnsafeText)
 
   app.setErrorHandler((error: unknown, request: FastifyRequest, reply: FastifyReply) => {
     const appError = toAppError(error)
-    if (appError.status >= 500) request.log.error({ err: error }, 'unhandled error')
+    if (appError.status >= 500) {
+      const level = failureLevel(error, appError)
+      failures.set(request, { level, code: appError.code })
+      // A fault gets its stack; an expected 5xx (a 501, an upstream's 502/503) only the access line.
+      if (level === 'error') request.log.error({ err: error }, 'unhandled error')
+    }
     return sendProblem(reply, appError.toProblem(request.url), appError.headers)
   })
 
@@ -375,12 +417,27 @@ export function createHttpApp(options: HttpAppOptions): FastifyInstance {
 
   app.get('/readyz', { schema: { hide: true } as object, logLevel: 'warn' }, async (_request, reply) => {
     const checks: Record<string, boolean> = {}
+    const reasons: Record<string, { reason?: string; fix?: string }> = {}
     for (const [name, check] of Object.entries(options.readiness ?? {})) {
-      checks[name] = await check().catch(() => false)
+      const result = await check().catch(() => false)
+      checks[name] = typeof result === 'boolean' ? result : result.ok
+      if (typeof result === 'object' && !result.ok) reasons[name] = { reason: result.reason, fix: result.fix }
     }
     const ready = !draining && Object.values(checks).every(Boolean)
+    const detail: Record<string, unknown> = {}
+    for (const [name, diagnose] of Object.entries(options.diagnostics ?? {})) {
+      const found = await diagnose().catch(() => undefined)
+      if (found !== undefined) detail[name] = found
+    }
     reply.code(ready ? 200 : 503).type('application/json')
-    return reply.send(JSON.stringify({ status: ready ? 'ready' : draining ? 'draining' : 'not-ready', checks }))
+    return reply.send(
+      JSON.stringify({
+        status: ready ? 'ready' : draining ? 'draining' : 'not-ready',
+        checks,
+        ...(Object.keys(reasons).length > 0 ? { reasons } : {}),
+        ...(Object.keys(detail).length > 0 ? { detail } : {}),
+      }),
+    )
   })
 
   app.get('/metrics', { schema: { hide: true } as object, logLevel: 'warn' }, async (_request, reply) => {
