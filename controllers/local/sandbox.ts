@@ -11,7 +11,7 @@
 
 import { execFile, spawn } from 'node:child_process'
 import { constants as fsConstants } from 'node:fs'
-import { access, chown, copyFile, mkdir, mkdtemp, readdir, realpath, rm, stat, writeFile, lstat, readlink } from 'node:fs/promises'
+import { access, chown, copyFile, mkdir, mkdtemp, readdir, readFile, realpath, rm, stat, writeFile, lstat, readlink } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -89,6 +89,13 @@ export interface SandboxOptions {
   /** Interpreter overrides (else AGW_SANDBOX_PYTHON / AGW_SANDBOX_NODE, else discovery). */
   pythonPath?: string
   nodePath?: string
+  /**
+   * node: a node_modules dir of preinstalled libraries (the SPEC's axios, node-fetch, cheerio,
+   * date-fns, yaml, sharp), bound read-only at /node_modules, where `import` and `require` from
+   * /work/script find them after the task's own dependencies. Else AGW_SANDBOX_NODE_LIBS; unset =
+   * none (docs/sandbox.md, "Preinstalled libraries").
+   */
+  nodeLibsDir?: string
   /** Budget for the dependency install phase. Default 300 s. */
   installTimeoutSec?: number
   /** First host uid of the per-run uid pool when the service runs as root. Default 1_600_000. */
@@ -177,8 +184,17 @@ function validate(input: SandboxRunInput): void {
 
 const exists = (p: string) => access(p, fsConstants.X_OK).then(() => true, () => false)
 
-async function findTool(name: string): Promise<string | null> {
-  for (const dir of ['/usr/bin', '/bin', '/usr/local/bin', '/usr/sbin', '/sbin']) {
+/** Where host tools are looked for when the service has no PATH at all (env -i, a bare unit). */
+export const FALLBACK_TOOL_DIRS = ['/usr/bin', '/bin', '/usr/local/bin', '/usr/sbin', '/sbin']
+
+/**
+ * A host tool (bwrap, prlimit) on `searchPath` (default: the service's PATH), in PATH order. Only
+ * when PATH is unset or empty are the standard system dirs searched instead, so an operator who
+ * leaves a tool off PATH is believed.
+ */
+export async function findTool(name: string, searchPath: string | undefined = process.env.PATH): Promise<string | null> {
+  const dirs = (searchPath ?? '').split(':').filter((dir) => dir.startsWith('/'))
+  for (const dir of dirs.length > 0 ? dirs : FALLBACK_TOOL_DIRS) {
     if (await exists(path.join(dir, name))) return path.join(dir, name)
   }
   return null
@@ -191,12 +207,12 @@ async function which(name: string): Promise<string | null> {
   return null
 }
 
-/** bwrap and prlimit, or the reason the sandbox cannot run here. */
-export async function sandboxTools(): Promise<{ bwrap: string; prlimit: string } | { missing: string }> {
-  const bwrap = await findTool('bwrap')
-  if (!bwrap) return { missing: 'bwrap (bubblewrap) is not installed: apt-get install bubblewrap' }
-  const prlimit = await findTool('prlimit')
-  if (!prlimit) return { missing: 'prlimit (util-linux) is not installed' }
+/** bwrap and prlimit (looked up on `searchPath`, default PATH), or the reason the sandbox cannot run here. */
+export async function sandboxTools(searchPath?: string): Promise<{ bwrap: string; prlimit: string } | { missing: string }> {
+  const bwrap = await findTool('bwrap', searchPath ?? process.env.PATH)
+  if (!bwrap) return { missing: 'bwrap (bubblewrap) is not installed (not on PATH): apt-get install bubblewrap' }
+  const prlimit = await findTool('prlimit', searchPath ?? process.env.PATH)
+  if (!prlimit) return { missing: 'prlimit (util-linux) is not installed (not on PATH): apt-get install util-linux' }
   return { bwrap, prlimit }
 }
 
@@ -309,6 +325,23 @@ export function resolveInterpreter(runtime: 'python' | 'node', options: SandboxO
   return cached
 }
 
+/**
+ * The preinstalled node libraries dir (options.nodeLibsDir, else AGW_SANDBOX_NODE_LIBS), or null
+ * when none is configured. A configured dir that is missing or unreachable by the sandbox uids is
+ * an error, not silently skipped: tasks would fail on their first import.
+ */
+export async function preinstalledNodeLibs(options: SandboxOptions = {}): Promise<string | null> {
+  const configured = options.nodeLibsDir ?? process.env.AGW_SANDBOX_NODE_LIBS
+  if (!configured) return null
+  const dir = await realpath(configured).catch(() => null)
+  if (!dir || !(await stat(dir).then((st) => st.isDirectory(), () => false))) {
+    throw new SandboxUnavailableError(`preinstalled node libraries: ${configured} is not a directory (AGW_SANDBOX_NODE_LIBS)`)
+  }
+  const blocked = await notSearchable(dir)
+  if (blocked) throw new SandboxUnavailableError(`preinstalled node libraries: ${blocked} is not searchable by the sandbox uids (chmod o+x ${blocked})`)
+  return dir
+}
+
 // ---------------------------------------------------------------------------------------------
 // Run identity: one host uid per concurrent run, so RLIMIT_NPROC counts this run only.
 
@@ -328,7 +361,8 @@ async function notSearchable(target: string): Promise<string | null> {
   }
 }
 
-async function checkWorkRoot(workRoot: string): Promise<void> {
+/** Rejects with SandboxUnavailableError when the sandbox uids cannot reach `workRoot`. */
+export async function checkWorkRoot(workRoot: string): Promise<void> {
   const blocked = await notSearchable(workRoot)
   if (blocked) {
     throw new SandboxUnavailableError(`sandbox workRoot ${workRoot}: ${blocked} is not searchable by the sandbox uids (chmod o+x ${blocked}, or use a workRoot under /tmp)`)
@@ -433,6 +467,7 @@ export async function runInSandbox(input: SandboxRunInput, options: SandboxOptio
   const tools = await sandboxTools()
   if ('missing' in tools) throw new SandboxUnavailableError(tools.missing)
   const interp = await resolveInterpreter(input.runtime, options)
+  const nodeLibs = input.runtime === 'node' ? await preinstalledNodeLibs(options) : null
   const runtimeVersion = `${input.runtime} ${interp.version}`
   const deps = input.dependencies ?? []
   const installTimeoutSec = options.installTimeoutSec ?? 300
@@ -474,6 +509,8 @@ export async function runInSandbox(input: SandboxRunInput, options: SandboxOptio
     clock,
   })
   try {
+    // --- who owns this dir, for removeStaleWorkDirs of a later process (never bound in the sandbox)
+    await writeFile(path.join(workDir, OWNER_FILE), JSON.stringify(await ownerMarker()) + '\n', { mode: 0o644 })
     // --- work dir: script (ro), bootstrap + config + proxy socket (ro), generated /etc files
     const bootstrapName = input.runtime === 'python' ? 'bootstrap.py' : 'bootstrap.mjs'
     const dirs = ['script', 'agw', 'etc'].map((d) => path.join(workDir, d))
@@ -540,6 +577,7 @@ export async function runInSandbox(input: SandboxRunInput, options: SandboxOptio
       '--ro-bind', path.join(workDir, 'script'), '/work/script',
       '--ro-bind', path.join(workDir, 'agw'), '/agw',
       ...(input.runtime === 'node' ? ['--symlink', '/tmp/.agw/node/node_modules', '/work/node_modules'] : []),
+      ...(nodeLibs ? ['--ro-bind', nodeLibs, '/node_modules'] : []),
       '--remount-ro', '/',
       '--chdir', '/tmp',
       '--clearenv',
@@ -692,29 +730,147 @@ export async function runInSandbox(input: SandboxRunInput, options: SandboxOptio
   }
 }
 
-/** True when a sandbox can start here (tools present, user namespaces allowed). */
+export type SandboxProbeResult = { ok: true } | { ok: false; reason: string; output: string; timedOut: boolean }
+
+/**
+ * Starts one trivial sandbox (`prlimit --core=0 -- bwrap <the run's namespace and mount flags> --
+ * true`) as a run would: as a per-run uid when the service is root, since a root-owned bwrap may
+ * create user namespaces where the unprivileged run uids may not. Catches what the tools' presence
+ * does not: user namespaces disabled by sysctl, AppArmor or a container's seccomp profile, and a
+ * bwrap too old for the run's flags. About 5 ms.
+ */
+export async function probeSandbox(
+  tools: { bwrap: string; prlimit: string },
+  options: { uidBase?: number; timeoutMs?: number } = {},
+): Promise<SandboxProbeResult> {
+  systemMountsCache ??= systemMounts()
+  const mounts = await systemMountsCache
+  const id = acquireIdentity(options.uidBase ?? DEFAULT_UID_BASE)
+  const timeoutMs = options.timeoutMs ?? 5000
+  try {
+    const args = [
+      '--core=0', '--', tools.bwrap,
+      '--unshare-all', '--unshare-user', '--disable-userns',
+      '--die-with-parent', '--new-session', '--cap-drop', 'ALL',
+      '--uid', String(SANDBOX_UID), '--gid', String(SANDBOX_UID), '--hostname', 'agw-sandbox',
+      ...mounts,
+      '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp',
+      '--remount-ro', '/', '--chdir', '/tmp', '--clearenv', '--setenv', 'PATH', '/usr/bin:/bin',
+      '--', 'true',
+    ]
+    return await new Promise<SandboxProbeResult>((resolve) => {
+      execFile(tools.prlimit, args, {
+        cwd: '/',
+        env: { PATH: '/usr/bin:/bin' },
+        timeout: timeoutMs,
+        killSignal: 'SIGKILL',
+        maxBuffer: 64 * KiB,
+        ...(id.setuid ? { uid: id.uid, gid: id.gid } : {}),
+      }, (error, stdout, stderr) => {
+        if (!error) return resolve({ ok: true })
+        const output = `${stderr}${stdout}`.trim().slice(0, 2000)
+        const timedOut = (error as { killed?: boolean }).killed === true
+        const firstLine = output.split('\n').find((line) => line.trim()) ?? ''
+        const reason = timedOut
+          ? `a trivial bwrap sandbox did not finish within ${timeoutMs} ms`
+          : `bwrap cannot create a sandbox here: ${firstLine || error.message}`
+        resolve({ ok: false, reason, output, timedOut })
+      })
+    })
+  } finally {
+    id.release()
+  }
+}
+
+/** True when a sandbox can start here (tools on PATH, and one trivial sandbox starts). */
 export async function sandboxAvailable(): Promise<{ ok: true } | { ok: false; reason: string }> {
   const tools = await sandboxTools()
   if ('missing' in tools) return { ok: false, reason: tools.missing }
-  const st = await stat('/proc/sys/user/max_user_namespaces').catch(() => null)
-  if (!st) return { ok: false, reason: 'no user namespace support (/proc/sys/user/max_user_namespaces missing)' }
-  return { ok: true }
+  const probe = await probeSandbox(tools)
+  return probe.ok ? { ok: true } : { ok: false, reason: probe.reason }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Work dirs left behind
+
+/** File in each run's work dir naming the process that owns it (the dir itself is never bound). */
+export const OWNER_FILE = 'owner.json'
+/** A run lasts at most maxRuntimeSec (≤ 24 h) + the install budget (default 300 s): 25 h is past any. */
+export const MAX_RUN_AGE_MS = 25 * 3600_000
+
+interface OwnerMarker {
+  pid: number
+  host: string
+  /** /proc/sys/kernel/random/boot_id: pids of another boot are all dead. */
+  bootId: string | null
+  /** /proc/self/ns/pid: a pid means something only in the same pid namespace. */
+  pidNamespace: string | null
+}
+
+let ownerMarkerCache: Promise<OwnerMarker> | undefined
+
+function ownerMarker(): Promise<OwnerMarker> {
+  ownerMarkerCache ??= (async () => ({
+    pid: process.pid,
+    host: os.hostname(),
+    bootId: await readFile('/proc/sys/kernel/random/boot_id', 'utf8').then((text) => text.trim(), () => null),
+    pidNamespace: await readlink('/proc/self/ns/pid').catch(() => null),
+  }))()
+  return ownerMarkerCache
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM' // alive, someone else's
+  }
 }
 
 /**
- * Removes per-run work dirs left behind by a service that died mid-run (the sandboxes
- * themselves die with it: --die-with-parent). Only dirs older than `olderThanMs` are touched,
- * so runs of other service processes sharing the workRoot are left alone. Call at startup.
+ * Whether the process that made a work dir is gone: 'dead', 'alive', or 'unknown' when its marker
+ * is missing or unreadable (an older service, or a dir being set up right now) or it was written in
+ * another pid namespace or on another host (a /tmp shared with containers), where its pid cannot be
+ * judged from here.
  */
-export async function removeStaleWorkDirs(workRoot = os.tmpdir(), olderThanMs = 24 * 3600_000, now = Date.now()): Promise<number> {
+async function ownerState(dir: string): Promise<'dead' | 'alive' | 'unknown'> {
+  const raw = await readFile(path.join(dir, OWNER_FILE), 'utf8').catch(() => null)
+  if (raw === null) return 'unknown'
+  let marker: Partial<OwnerMarker>
+  try {
+    marker = JSON.parse(raw) as Partial<OwnerMarker>
+  } catch {
+    return 'unknown'
+  }
+  const self = await ownerMarker()
+  if (typeof marker.pid !== 'number' || !Number.isInteger(marker.pid) || marker.pid <= 0 || marker.host !== self.host) return 'unknown'
+  if (self.bootId !== null && typeof marker.bootId === 'string' && marker.bootId !== self.bootId) return 'dead' // made before a reboot
+  if (marker.pidNamespace !== self.pidNamespace) return 'unknown'
+  if (marker.pid === process.pid) return 'alive'
+  return processAlive(marker.pid) ? 'alive' : 'dead'
+}
+
+/**
+ * Removes per-run work dirs (`agw-run-*` in `workRoot`) left behind by a service that died mid-run
+ * (the sandboxes themselves die with it: --die-with-parent). Several service processes (and
+ * parallel tests) may share the workRoot, so a dir goes only when no live process can own it:
+ * - its owner marker (OWNER_FILE, written first in every run dir) names a pid of this host, boot
+ *   and pid namespace that no longer runs, or a previous boot; or
+ * - it is older than `olderThanMs` (default MAX_RUN_AGE_MS, longer than any run can last), which
+ *   covers dirs without a readable marker, owners in other pid namespaces, and a dead owner's pid
+ *   taken by a new process.
+ * Called at startup of the controller role (local executor). Returns how many dirs were removed.
+ */
+export async function removeStaleWorkDirs(workRoot = os.tmpdir(), olderThanMs = MAX_RUN_AGE_MS, now = Date.now()): Promise<number> {
   let removed = 0
   for (const name of await readdir(workRoot).catch(() => [] as string[])) {
     if (!name.startsWith('agw-run-')) continue
     const dir = path.join(workRoot, name)
     const st = await lstat(dir).catch(() => null)
-    if (!st?.isDirectory() || now - st.mtimeMs < olderThanMs) continue
-    await rm(dir, { recursive: true, force: true })
-    removed++
+    if (!st?.isDirectory()) continue
+    if (now - st.mtimeMs < olderThanMs && (await ownerState(dir)) !== 'dead') continue
+    if (await rm(dir, { recursive: true, force: true }).then(() => true, () => false)) removed++
   }
   return removed
 }

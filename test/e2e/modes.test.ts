@@ -74,7 +74,8 @@ t.test('DATABASE_URL and REDIS_URL: the same code on real Postgres and Redis', a
   t.teardown(() => cli.stop('SIGKILL'))
   t.match(cli.output(), /database postgres, kv redis/)
   const ready = (await (await fetch(`${cli.scheduler}/readyz`)).json()) as { checks: Record<string, boolean> }
-  t.same(ready.checks, { database: true, kv: true })
+  // (plus `executor`, the local sandbox's prerequisites: true where bwrap works)
+  t.match(ready.checks, { database: true, kv: true })
   const doc = await fetch(`${cli.gateway}/openapi.json?q=song`)
   t.equal(doc.status, 200)
   t.equal(await cli.stop(), 0)
