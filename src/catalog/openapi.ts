@@ -108,7 +108,9 @@ function securityOf(operation: OperationSpec): Record<string, string[]>[] {
     case 'payment':
       return [{ x402: [] }, { mpp: [] }]
     case 'wallet':
-      return [{ siwx: [] }, { x402: [] }, { mpp: [] }]
+      // Owner endpoints take proofs bound to the request (SIWX: method and URL; MPP: route); a $0
+      // x402 authorization binds neither, so only the gateway's free wallet operations take it.
+      return operation.server === 'gateway' ? [{ x402: [] }, { mpp: [] }] : [{ siwx: [] }, { mpp: [] }]
     case 'plan-bearer':
     case 'agent-bearer':
       return [{ planAccess: [] }]

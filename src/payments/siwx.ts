@@ -1,6 +1,14 @@
-// Wallet proof for the scheduler's owner endpoints: CAIP-122 Sign-In-With-X exactly as
-// `@x402/extensions/sign-in-with-x` builds it (client: createSIWxPayload + encodeSIWxHeader,
-// header SIGN-IN-WITH-X), bound to a nonce we issued, usable once, before its expiry.
+// Wallet proof for owner endpoints (the scheduler's today, any service's: the API is method +
+// URL): CAIP-122 Sign-In-With-X exactly as `@x402/extensions/sign-in-with-x` builds it (client:
+// createSIWxPayload + encodeSIWxHeader, header SIGN-IN-WITH-X), bound to a nonce we issued, to
+// one HTTP request (method + absolute URL), usable once, before its expiry.
+//
+// The binding to the request: the URL is the message's `uri` (and its only `resources` entry);
+// the method is written into the signed `statement` ("… Authorize one DELETE request to the URI
+// below."), which the package's client signs verbatim, so the signature itself says which method
+// it allows; and the nonce record we keep remembers both, so a proof answered to the challenge of
+// `GET /tasks/t_1` is refused for `DELETE /tasks/t_1` (wrong_method) and for `/tasks/t_2`
+// (wrong_uri). EIP-4361 has no method field, and `resources` must be URIs, hence the statement.
 //
 // What comes from the package: the challenge skeleton (declareSIWxExtension: version,
 // supportedChains, schema), header parsing (parseSIWxHeader: base64 JSON + zod schema) and the
@@ -29,6 +37,7 @@ export type WalletProofRejectReason =
   | 'malformed'
   | 'wrong_domain'
   | 'wrong_uri'
+  | 'wrong_method'
   | 'expired'
   | 'not_yet_valid'
   | 'unknown_nonce'
@@ -54,10 +63,18 @@ export type SiwxChallenge = {
 }
 
 export interface SiwxVerifier {
-  /** The challenge for `resourceUrl` (fresh nonce, issuedAt now, expirationTime now+ttl), as the 401 body's extensions["sign-in-with-x"]. Nonces are remembered (KeyValue, TTL = expiry) so only ours are accepted. */
-  challenge(resourceUrl: string): Promise<SiwxChallenge>
-  /** Verifies the SIGN-IN-WITH-X header for `resourceUrl` and consumes its nonce; throws WalletProofRejected. */
-  verify(header: string, resourceUrl: string): Promise<{ address: `0x${string}`; chainId: string }>
+  /**
+   * The challenge for one request, `method` on `resourceUrl` (fresh nonce, issuedAt now,
+   * expirationTime now+ttl, the method in the statement), as the 401 body's
+   * extensions["sign-in-with-x"]. Nonces are remembered with the method and URL they were issued
+   * for (KeyValue, TTL = expiry) so only ours are accepted, and only for that request.
+   */
+  challenge(method: string, resourceUrl: string): Promise<SiwxChallenge>
+  /**
+   * Verifies the SIGN-IN-WITH-X header of a `method` request to `resourceUrl` and consumes its
+   * nonce; throws WalletProofRejected (a refusal consumes nothing).
+   */
+  verify(header: string, method: string, resourceUrl: string): Promise<{ address: `0x${string}`; chainId: string }>
 }
 
 export interface SiwxVerifierOptions {
@@ -69,6 +86,11 @@ export interface SiwxVerifierOptions {
   ttlMs?: number
   /** CAIP-2 EVM chains accepted (default ['eip155:8453']). Only `eip155:<n>`: the result is a 0x address. */
   supportedChains?: string[]
+  /**
+   * Opening sentence of the signed statement (one line, EIP-4361 statement characters only:
+   * ASCII letters, digits, spaces and `-._~:/?#[]@!$&'()*+,;=`). The verifier appends the
+   * request it authorizes: `<statement>. Authorize one <METHOD> request to the URI below.`
+   */
   statement?: string
   /** Clock skew allowed between replicas for the not-before checks (default 5 s). Expiry is never stretched. */
   clockToleranceMs?: number
@@ -76,8 +98,10 @@ export interface SiwxVerifierOptions {
   keyPrefix?: string
 }
 
-/** What we remember per issued nonce: the fields the signed message must repeat verbatim. */
+/** What we remember per issued nonce: the request it is for and the fields the signed message must repeat verbatim. */
 interface IssuedChallenge {
+  /** The HTTP method the nonce was issued for (upper case). */
+  method: string
   domain: string
   uri: string
   version: string
@@ -95,6 +119,13 @@ const NONCE_SHAPE = /^[A-Za-z0-9]{8,64}$/
 const EVM_CHAIN = /^eip155:[1-9]\d*$/
 const EOA_SIGNATURE = /^0x[0-9a-fA-F]{130}$/
 const HEX = /^0x[0-9a-fA-F]*$/
+// An HTTP method token as this API takes it (RFC 9110 methods are upper-case letters, some with '-').
+const METHOD_SHAPE = /^[A-Z][A-Z-]{0,31}$/
+// EIP-4361: statement = *( reserved / unreserved / " " ) — what the siwe message parser accepts.
+const STATEMENT_SHAPE = /^[A-Za-z0-9\-._~:/?#[\]@!$&'()*+,;= ]*$/
+// The clause the verifier appends to the statement; the method is read back from it.
+const methodClause = (method: string) => `Authorize one ${method} request to the URI below.`
+const METHOD_CLAUSE = /(?:^|\. )Authorize one ([A-Z][A-Z-]*) request to the URI below\.$/
 // ERC-6492 wrapped signatures end with this magic suffix.
 const ERC6492_MAGIC = '6492649264926492649264926492649264926492649264926492649264926492'
 const SMART_WALLET_NOTE =
@@ -108,6 +139,18 @@ function normalizeUrl(url: string): string | undefined {
   }
 }
 
+/** The method as the verifier compares it (upper case); a TypeError for anything that is not a method token. */
+function normalizeMethod(method: string): string {
+  const upper = typeof method === 'string' ? method.toUpperCase() : ''
+  if (!METHOD_SHAPE.test(upper)) throw new TypeError(`Not an HTTP method: ${JSON.stringify(method)}`)
+  return upper
+}
+
+/** The method a signed statement authorizes, if it carries our clause. */
+function methodOfStatement(statement: string | undefined): string | undefined {
+  return statement === undefined ? undefined : METHOD_CLAUSE.exec(statement)?.[1]
+}
+
 function sameList(a: readonly string[] | undefined, b: readonly string[] | undefined): boolean {
   const x = a ?? []
   const y = b ?? []
@@ -118,7 +161,8 @@ function parseIssued(raw: string): IssuedChallenge | undefined {
   try {
     const value = JSON.parse(raw) as Partial<IssuedChallenge> | null
     if (value === null || typeof value !== 'object') return undefined
-    if (typeof value.uri !== 'string' || typeof value.issuedAt !== 'string' || typeof value.expirationTime !== 'string') return undefined
+    // A record without a method (none are written so) is not trusted for any method.
+    if (typeof value.method !== 'string' || typeof value.uri !== 'string' || typeof value.issuedAt !== 'string' || typeof value.expirationTime !== 'string') return undefined
     return value as IssuedChallenge
   } catch {
     return undefined
@@ -150,6 +194,12 @@ export function createSiwxVerifier(options: SiwxVerifierOptions): SiwxVerifier {
     if (!EVM_CHAIN.test(chain)) throw new TypeError(`Only EVM chains (eip155:<id>) are supported, got ${JSON.stringify(chain)}`)
   }
   if (statement !== undefined && /[\r\n]/.test(statement)) throw new TypeError('statement must be a single line (EIP-4361)')
+  if (statement !== undefined && !STATEMENT_SHAPE.test(statement)) {
+    throw new TypeError(`statement may hold only EIP-4361 statement characters (ASCII letters, digits, spaces, -._~:/?#[]@!$&'()*+,;=), got ${JSON.stringify(statement)}`)
+  }
+  // The signed statement of a challenge for `method`: the configured sentence, then the request.
+  const opening = statement === undefined || statement.trim() === '' ? '' : `${statement.trim().replace(/\.+$/, '')}. `
+  const statementFor = (method: string) => `${opening}${methodClause(method)}`
 
   const issuedKey = (nonce: string) => `${prefix}nonce:${nonce}`
   const usedKey = (nonce: string) => `${prefix}used:${nonce}`
@@ -157,7 +207,6 @@ export function createSiwxVerifier(options: SiwxVerifierOptions): SiwxVerifier {
   // The package's own skeleton: version, supportedChains ({chainId, type: 'eip191'}), schema.
   const declaration = declareSIWxExtension({
     network: chains,
-    ...(statement === undefined ? {} : { statement }),
     expirationSeconds: ttlMs / 1000,
   })[SIGN_IN_WITH_X]
   if (declaration === undefined) throw new Error('declareSIWxExtension returned no sign-in-with-x declaration')
@@ -165,7 +214,8 @@ export function createSiwxVerifier(options: SiwxVerifierOptions): SiwxVerifier {
   const declaredChains = declaration.supportedChains
   const schema = declaration.schema
 
-  async function challenge(resourceUrl: string): Promise<SiwxChallenge> {
+  async function challenge(method: string, resourceUrl: string): Promise<SiwxChallenge> {
+    const httpMethod = normalizeMethod(method)
     const uri = normalizeUrl(resourceUrl)
     if (uri === undefined) throw new TypeError(`Not an absolute URL: ${resourceUrl}`)
     const host = new URL(uri).host
@@ -175,12 +225,13 @@ export function createSiwxVerifier(options: SiwxVerifierOptions): SiwxVerifier {
     const nonce = randomBytes(16).toString('hex')
     const issuedAtMs = now()
     const issued: IssuedChallenge = {
+      method: httpMethod,
       domain,
       uri,
       version,
       issuedAt: new Date(issuedAtMs).toISOString(),
       expirationTime: new Date(issuedAtMs + ttlMs).toISOString(),
-      ...(statement === undefined ? {} : { statement }),
+      statement: statementFor(httpMethod),
       resources: [uri],
     }
     const stored = await store.set(issuedKey(nonce), JSON.stringify(issued), { ttlMs, onlyIfAbsent: true })
@@ -194,7 +245,7 @@ export function createSiwxVerifier(options: SiwxVerifierOptions): SiwxVerifier {
       issuedAt: issued.issuedAt,
       resources: [uri],
       expirationTime: issued.expirationTime,
-      ...(statement === undefined ? {} : { statement }),
+      statement: issued.statement as string,
     }
     return {
       info,
@@ -203,7 +254,8 @@ export function createSiwxVerifier(options: SiwxVerifierOptions): SiwxVerifier {
     }
   }
 
-  async function verify(header: string, resourceUrl: string): Promise<{ address: `0x${string}`; chainId: string }> {
+  async function verify(header: string, method: string, resourceUrl: string): Promise<{ address: `0x${string}`; chainId: string }> {
+    const httpMethod = normalizeMethod(method)
     const expectedUri = normalizeUrl(resourceUrl)
     if (expectedUri === undefined) throw new TypeError(`Not an absolute URL: ${resourceUrl}`)
 
@@ -218,7 +270,7 @@ export function createSiwxVerifier(options: SiwxVerifierOptions): SiwxVerifier {
       throw new WalletProofRejected('malformed', err instanceof Error ? err.message : 'Invalid SIWX header')
     }
 
-    // 2. chain, domain, uri
+    // 2. chain, domain, uri, method (as signed: the statement's clause)
     if (!chains.includes(payload.chainId)) {
       throw new WalletProofRejected('unsupported_chain', `Chain ${payload.chainId} is not accepted; supported: ${chains.join(', ')}`)
     }
@@ -230,6 +282,10 @@ export function createSiwxVerifier(options: SiwxVerifierOptions): SiwxVerifier {
     }
     if (normalizeUrl(payload.uri) !== expectedUri) {
       throw new WalletProofRejected('wrong_uri', `URI mismatch: expected "${expectedUri}", got "${payload.uri}"`)
+    }
+    const signedFor = methodOfStatement(payload.statement)
+    if (signedFor !== undefined && signedFor !== httpMethod) {
+      throw new WalletProofRejected('wrong_method', `Method mismatch: the proof authorizes ${signedFor}, this request is ${httpMethod}`)
     }
 
     // 3. time
@@ -263,6 +319,7 @@ export function createSiwxVerifier(options: SiwxVerifierOptions): SiwxVerifier {
     if (issued === undefined) throw new WalletProofRejected('unknown_nonce', 'Nonce record unreadable')
     if (issued.domain !== payload.domain) throw new WalletProofRejected('wrong_domain', 'Nonce was issued for another domain')
     if (issued.uri !== expectedUri) throw new WalletProofRejected('wrong_uri', `Nonce was issued for ${issued.uri}`)
+    if (issued.method !== httpMethod) throw new WalletProofRejected('wrong_method', `Nonce was issued for ${issued.method}, this request is ${httpMethod}`)
     const differs = (
       [
         ['version', issued.version === payload.version],
