@@ -1,5 +1,7 @@
 // The free seller advisor: ranks the registry's operations for a goal and says how to buy them.
-// It never executes a purchase.
+// It never executes a purchase, and it recommends only what is built: an unbuilt operation is
+// never a recommendation (it is listed under `unavailable` when the goal matches it), and a plan
+// is only suggested when it can be bought.
 import { formatUsd } from '../platform/money.ts'
 import type { Catalog } from './catalog.ts'
 import type { CatalogOperation } from './openapi.ts'
@@ -25,21 +27,43 @@ export interface GuideRecommendation {
   implemented: boolean
 }
 
+/** An operation that matches the goal but is not built yet (it answers 501; nothing is sold for it). */
+export interface GuideUnavailable {
+  service: string
+  operationId: string
+  summary: string
+  reason: string
+}
+
 export interface Guide {
   goal: string
   recommendations: GuideRecommendation[]
+  /** Matches of the goal that are not built yet; never recommendations. */
+  unavailable: GuideUnavailable[]
   steps: string[]
   notes: string[]
 }
 
 const MAX_RECOMMENDATIONS = 5
+const MAX_UNAVAILABLE = 3
+/**
+ * An operation is relevant to the goal when it scores at least this share of the goal's best
+ * match, built or not. Measured against the best match overall so that, when the goal is about
+ * something not built (a song), weak built matches (a word shared with a scheduler description)
+ * are not promoted in its place.
+ */
+const RELEVANCE_FLOOR = 0.4
 
-function howToPay(entry: CatalogOperation, baseUrl: string): string {
+function howToPay(entry: CatalogOperation, catalog: Catalog): string {
+  const baseUrl = catalog.urls.gateway
   switch (entry.spec.proof) {
     case 'payment':
       return 'Call it, answer the 402 with x402 (PAYMENT-SIGNATURE / X-PAYMENT) or MPP (Authorization: Payment), retry.'
-    case 'plan-bearer':
-      return `Register (POST ${baseUrl}/auth/register), buy a covering plan (${entry.paymentInfo.plans.join(', ') || 'see /services'}), call with Authorization: Bearer <accessToken>.`
+    case 'plan-bearer': {
+      // Only plans that can be bought are ever suggested.
+      const plans = entry.paymentInfo.plans.filter((id) => catalog.plan(id)?.purchasable === true)
+      return `Register (POST ${baseUrl}/auth/register), buy a covering plan (${plans.join(', ') || `see ${baseUrl}/manifest.json`}), call with Authorization: Bearer <accessToken>.`
+    }
     case 'agent-bearer':
       return `Free; send the access token from POST ${baseUrl}/auth/register as Authorization: Bearer.`
     case 'wallet':
@@ -56,8 +80,21 @@ function howToPay(entry: CatalogOperation, baseUrl: string): string {
 export function buildGuide(catalog: Catalog, request: GuideRequest): Guide {
   const query = [request.goal, ...(request.requirements ?? [])].join(' ')
   // Relevance decides; the advisor never recommends itself.
-  const ranked = catalog.select({ q: query }).filter((entry) => entry.service.slug !== 'advisor')
-  const top = ranked.slice(0, MAX_RECOMMENDATIONS)
+  const matches = catalog.match(query).filter((hit) => hit.entry.service.slug !== 'advisor')
+  const floor = (matches[0]?.score ?? 0) * RELEVANCE_FLOOR
+  const relevant = matches.filter((hit) => hit.score >= floor).map((hit) => hit.entry)
+  const top = relevant.filter((entry) => entry.implemented).slice(0, MAX_RECOMMENDATIONS)
+  const unavailable = relevant
+    .filter((entry) => !entry.implemented)
+    .slice(0, MAX_UNAVAILABLE)
+    .map(
+      (entry): GuideUnavailable => ({
+        service: entry.service.slug,
+        operationId: entry.spec.operationId,
+        summary: entry.spec.summary,
+        reason: 'Not built yet: it answers 501 not_implemented and nothing is sold for it (no payment, no plan).',
+      }),
+    )
   const recommendations = top.map((entry, position): GuideRecommendation => {
     const price = entry.paymentInfo.price
     const priceMicros = price ? BigInt(price.amountMicros) : null
@@ -70,7 +107,7 @@ export function buildGuide(catalog: Catalog, request: GuideRequest): Guide {
       access: entry.paymentInfo.access,
       price: price ? { amountMicros: price.amountMicros, amountUsd: price.amountUsd, per: price.per } : null,
       includedUnits: entry.paymentInfo.includedUnits,
-      howToPay: howToPay(entry, catalog.urls.gateway),
+      howToPay: howToPay(entry, catalog),
       score: Number((1 - position / (top.length + 1)).toFixed(3)),
       withinBudget: request.budgetMicros === undefined || priceMicros === null ? null : priceMicros <= request.budgetMicros,
       implemented: entry.implemented,
@@ -78,12 +115,15 @@ export function buildGuide(catalog: Catalog, request: GuideRequest): Guide {
   })
   const best = recommendations[0]
   const notes: string[] = []
-  if (!best) notes.push(`Nothing in the catalog matches "${request.goal}". Browse ${catalog.urls.gateway}/services.`)
+  if (!best && unavailable.length === 0) notes.push(`Nothing in the catalog matches "${request.goal}". Browse ${catalog.urls.gateway}/services.`)
+  if (!best && unavailable.length > 0) {
+    notes.push(`Nothing built matches "${request.goal}" yet. What is built: ${catalog.urls.gateway}/manifest.json (operations with implemented: true).`)
+  }
+  if (unavailable.length > 0) {
+    notes.push(`Not available yet (listed, not built, answer 501, not sold): ${unavailable.map((entry) => entry.operationId).join(', ')}.`)
+  }
   if (request.budgetMicros !== undefined && best?.withinBudget === false) {
     notes.push(`The best match costs ${best.price?.amountUsd} USD per ${best.price?.per}, above your budget of ${formatUsd(request.budgetMicros)} USD.`)
-  }
-  for (const recommendation of recommendations) {
-    if (!recommendation.implemented) notes.push(`${recommendation.operationId} is listed but not implemented yet (501).`)
   }
   const steps = best
     ? [
@@ -92,5 +132,5 @@ export function buildGuide(catalog: Catalog, request: GuideRequest): Guide {
         `Call ${best.method} ${best.url}.`,
       ]
     : []
-  return { goal: request.goal, recommendations, steps, notes }
+  return { goal: request.goal, recommendations, unavailable, steps, notes }
 }

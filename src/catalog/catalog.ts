@@ -1,7 +1,7 @@
 // The catalog: the registry joined with run-time facts (public URLs, which handlers exist),
 // answering the discovery queries. Everything it returns is derived, never hand-written.
 import { AppError } from '../platform/errors.ts'
-import { HTTP_METHODS, type HttpMethod, type OperationSpec, type Registry, type ServerName, type ServiceSpec } from './types.ts'
+import { HTTP_METHODS, type HttpMethod, type OperationSpec, type PlanSpec, type Registry, type ServerName, type ServiceSpec } from './types.ts'
 import { openapiDocument, paymentInfoOf, registryComponentNames, type CatalogOperation, type ServerUrls } from './openapi.ts'
 import type { ComponentNames } from './components.ts'
 import { createOperationSearch, type OperationSearch } from './search.ts'
@@ -24,10 +24,36 @@ export interface OpenapiPage {
   pages: number
 }
 
+/**
+ * Whether a plan can be bought today. A plan is sold only while at least one operation of the
+ * services it covers is built: money is never taken for access to operations that answer 501.
+ * Derived from the catalog's `implemented` set, so a plan becomes purchasable by itself once one
+ * of its operations gets a handler.
+ */
+export interface CatalogPlan {
+  spec: PlanSpec
+  purchasable: boolean
+  /** Built operations (operationIds) of the covered services. */
+  builtOperations: string[]
+  /** Why it cannot be bought; only when `purchasable` is false. */
+  reason?: string
+}
+
+/** An operation matching a text query, with its relevance (higher is better). */
+export interface ScoredOperation {
+  entry: CatalogOperation
+  score: number
+}
+
 export interface Catalog {
   readonly registry: Registry
   readonly urls: ServerUrls
   readonly operations: readonly CatalogOperation[]
+  /** Every plan of the registry once (registry order), with whether it can be bought. */
+  readonly plans: readonly CatalogPlan[]
+  plan(planId: string): CatalogPlan | undefined
+  /** Operations matching `q` with their relevance, best first (every server). */
+  match(q: string): ScoredOperation[]
   service(slug: string): ServiceSpec | undefined
   operationsOf(slug: string): CatalogOperation[]
   operationsOn(server: ServerName): CatalogOperation[]
@@ -85,6 +111,25 @@ export function parseMethod(raw: string | undefined): HttpMethod | undefined {
   return method
 }
 
+function planAvailability(registry: Registry, operations: readonly CatalogOperation[]): CatalogPlan[] {
+  const seen = new Map<string, PlanSpec>()
+  for (const service of registry.services) for (const plan of service.plans) if (!seen.has(plan.id)) seen.set(plan.id, plan)
+  return [...seen.values()].map((spec): CatalogPlan => {
+    const covered = operations.filter((entry) => spec.covers.includes(entry.service.slug))
+    const builtOperations = covered.filter((entry) => entry.implemented).map((entry) => entry.spec.operationId)
+    if (builtOperations.length > 0) return { spec, purchasable: true, builtOperations }
+    const unbuilt = covered.map((entry) => entry.spec.operationId)
+    return {
+      spec,
+      purchasable: false,
+      builtOperations,
+      reason:
+        `Not for sale yet: it covers ${spec.covers.join(', ')}, and none of ${unbuilt.length > 0 ? `its operations (${unbuilt.join(', ')})` : 'their operations'} is built ` +
+        '(they answer 501 not_implemented). It goes on sale by itself once one of them is built.',
+    }
+  })
+}
+
 export function createCatalog(registry: Registry, options: CatalogOptions): Catalog {
   const operations: CatalogOperation[] = registry.services.flatMap((service) =>
     service.operations.map((spec: OperationSpec) => ({
@@ -96,6 +141,8 @@ export function createCatalog(registry: Registry, options: CatalogOptions): Cata
     })),
   )
   const matchers = new Map(operations.map((entry) => [entry, templateMatcher(entry.spec.path)]))
+  const plans = planAvailability(registry, operations)
+  const plansById = new Map(plans.map((plan) => [plan.spec.id, plan]))
   let names: ComponentNames | undefined
   const componentNames = (): ComponentNames => (names ??= registryComponentNames(operations))
   const searches = new Map<string, { list: CatalogOperation[]; search: OperationSearch }>()
@@ -134,6 +181,12 @@ export function createCatalog(registry: Registry, options: CatalogOptions): Cata
     registry,
     urls: options.urls,
     operations,
+    plans,
+    plan: (planId) => plansById.get(planId),
+    match(q) {
+      const { list, search } = scoped(undefined)
+      return search.scored(q).map((hit) => ({ entry: list[hit.index] as CatalogOperation, score: hit.score }))
+    },
     service: (slug) => registry.services.find((service) => service.slug === slug),
     operationsOf: (slug) => operations.filter((entry) => entry.service.slug === slug),
     operationsOn: (server) => operations.filter((entry) => entry.spec.server === server),

@@ -3,16 +3,22 @@
 import { formatUsd } from '../platform/money.ts'
 import { AppError } from '../platform/errors.ts'
 import { MPP_CURRENCY, MPP_INTENT, MPP_METHOD, USDC_BASE_ADDRESS, X402_NETWORK_CAIP2, X402_NETWORK_V1 } from '../payments/networks.ts'
-import type { Catalog } from './catalog.ts'
+import type { Catalog, CatalogPlan } from './catalog.ts'
 import type { CatalogOperation } from './openapi.ts'
-import type { PlanSpec, ServiceSpec } from './types.ts'
+import type { ServiceSpec } from './types.ts'
 
 export interface DocumentContext {
   catalog: Catalog
   payTo: string
 }
 
-function planView(plan: PlanSpec, baseUrl: string): Record<string, unknown> {
+/**
+ * A plan as the discovery documents show it. Every plan is listed; one that covers no built
+ * operation says `purchasable: false` with the `reason` and has no `purchase` link (buying it
+ * answers 409 plan_unavailable).
+ */
+export function planView(entry: CatalogPlan, baseUrl: string): Record<string, unknown> {
+  const plan = entry.spec
   const view: Record<string, unknown> = {
     id: plan.id,
     kind: plan.kind,
@@ -20,8 +26,10 @@ function planView(plan: PlanSpec, baseUrl: string): Record<string, unknown> {
     description: plan.description,
     price: { amountMicros: plan.priceMicros.toString(), amountUsd: formatUsd(plan.priceMicros), currency: 'USD' },
     covers: plan.covers,
-    purchase: { method: 'POST', url: `${baseUrl}/plans/${plan.id}/purchase` },
+    purchasable: entry.purchasable,
   }
+  if (entry.purchasable) view.purchase = { method: 'POST', url: `${baseUrl}/plans/${plan.id}/purchase` }
+  else view.reason = entry.reason
   if (plan.creditMicros !== undefined) view.creditMicros = plan.creditMicros.toString()
   if (plan.periodDays !== undefined) view.periodDays = plan.periodDays
   if (plan.callsPerPeriod !== undefined) view.callsPerPeriod = plan.callsPerPeriod
@@ -51,7 +59,13 @@ function meterView(service: ServiceSpec): Record<string, unknown> | null {
   }
 }
 
-function howToBuy(service: ServiceSpec, baseUrl: string): string[] {
+function howToBuy(service: ServiceSpec, baseUrl: string, built = true): string[] {
+  if (!built) {
+    return [
+      `Not available yet: no operation of ${service.slug} is built. Each answers 501 not_implemented before any payment or credential, and nothing is sold for it (its plans, if any, are marked purchasable: false).`,
+      `What is built: ${baseUrl}/manifest.json (operations with implemented: true).`,
+    ]
+  }
   if (service.access === 'plan') {
     return [
       `POST ${baseUrl}/auth/register (free, no body) to get {agentId, accessToken}.`,
@@ -105,17 +119,15 @@ export function serviceView(context: DocumentContext, slug: string): Record<stri
     baseUrl: catalog.urls[service.server],
     meter: meterView(service),
     priceMatrix: catalog.operationsOf(slug).map(operationView),
-    plans: service.plans.map((plan) => planView(plan, catalog.urls.gateway)),
+    plans: service.plans.map((plan) => planView(catalog.plan(plan.id) ?? { spec: plan, purchasable: false, builtOperations: [] }, catalog.urls.gateway)),
     protocols: protocolsView(context.payTo),
-    howToBuy: howToBuy(service, catalog.urls.gateway),
+    howToBuy: howToBuy(service, catalog.urls.gateway, catalog.operationsOf(slug).some((entry) => entry.implemented)),
     openapi: `${catalog.urls.gateway}/services/${service.slug}/openapi.json`,
   }
 }
 
 export function manifestView(context: DocumentContext): Record<string, unknown> {
   const { catalog } = context
-  const plans = catalog.registry.services.flatMap((service) => service.plans)
-  const uniquePlans = [...new Map(plans.map((plan) => [plan.id, plan])).values()]
   return {
     name: 'agent-gateway',
     version: '1.0.0',
@@ -132,7 +144,7 @@ export function manifestView(context: DocumentContext): Record<string, unknown> 
       plans: service.plans.map((plan) => plan.id),
       operations: catalog.operationsOf(service.slug).map(operationView),
     })),
-    plans: uniquePlans.map((plan) => planView(plan, catalog.urls.gateway)),
+    plans: catalog.plans.map((plan) => planView(plan, catalog.urls.gateway)),
     discovery: {
       openapi: `${catalog.urls.gateway}/openapi.json`,
       services: `${catalog.urls.gateway}/services`,
@@ -153,6 +165,13 @@ function priceLine(entry: CatalogOperation): string {
   const included = info.includedUnits > 0 ? `; ${info.includedUnits} free per claimed account` : ''
   const mode = info.access === 'plan' ? ' debited from a plan' : ''
   return `${info.price.amountUsd} USD per ${info.price.per}${mode}${included}`
+}
+
+/** One plan in llms.txt and auth.md: price, coverage and whether it can be bought. */
+function planLine(plan: CatalogPlan): string {
+  const { spec } = plan
+  const sale = plan.purchasable ? 'purchasable' : `NOT purchasable: ${plan.reason ?? 'it covers no built operation'}`
+  return `- \`${spec.id}\` (${spec.kind}): ${spec.title}, ${formatUsd(spec.priceMicros)} USD; covers ${spec.covers.join(', ')}; ${sale}`
 }
 
 function operationLine(entry: CatalogOperation): string {
@@ -184,7 +203,7 @@ export function llmsTxt(context: DocumentContext): string {
     for (const entry of catalog.operationsOf(service.slug)) lines.push(operationLine(entry))
   }
   lines.push('', '## Paying', ...howToBuy({ access: 'payg' } as ServiceSpec, base).map((step) => `- ${step}`))
-  lines.push('', '## Plans', ...howToBuy({ access: 'plan' } as ServiceSpec, base).map((step) => `- ${step}`), '')
+  lines.push('', '## Plans', ...howToBuy({ access: 'plan' } as ServiceSpec, base).map((step) => `- ${step}`), '', ...catalog.plans.map(planLine), '')
   return lines.join('\n')
 }
 
@@ -222,10 +241,7 @@ export function llmsFullTxt(context: DocumentContext): string {
 export function authMd(context: DocumentContext): string {
   const { catalog } = context
   const base = catalog.urls.gateway
-  const plans = catalog.registry.services.flatMap((service) => service.plans)
-  const planLines = [...new Map(plans.map((plan) => [plan.id, plan])).values()].map(
-    (plan) => `- \`${plan.id}\` (${plan.kind}): ${plan.title}, ${formatUsd(plan.priceMicros)} USD; covers ${plan.covers.join(', ')}`,
-  )
+  const planLines = catalog.plans.map(planLine)
   return [
     '# Agent Gateway: authentication',
     '',
@@ -244,7 +260,7 @@ export function authMd(context: DocumentContext): string {
     '# → {"agentId":"agt_…","accessToken":"agw_…","tokenType":"Bearer"}',
     '```',
     '',
-    '2. Buy a plan that covers the operation. The purchase answers a priced 402; pay it with x402 (send your token in `Authorization: Bearer` or `Svc-Agent-Authorization: Bearer`) or MPP (token in `Svc-Agent-Authorization: Bearer`, since the MPP proof occupies `Authorization`):',
+    '2. Buy a purchasable plan that covers the operation. The purchase answers a priced 402; pay it with x402 (send your token in `Authorization: Bearer` or `Svc-Agent-Authorization: Bearer`) or MPP (token in `Svc-Agent-Authorization: Bearer`, since the MPP proof occupies `Authorization`). A plan whose covered operations are all still unbuilt is not sold: its purchase answers 409 `plan_unavailable` before any 402.',
     '',
     '```sh',
     `curl -s -X POST ${base}/plans/<planId>/purchase -H "Svc-Agent-Authorization: Bearer $TOKEN"   # 402 + challenge`,

@@ -210,7 +210,8 @@ const advisor: ServiceSpec = {
   slug: 'advisor',
   title: 'Seller advisor',
   description:
-    'Free seller advisor: ranks the catalog against the goal you describe, says what each match costs and how to pay, and never buys anything.',
+    'Free seller advisor: ranks the built operations of the catalog against the goal you describe, says what each match costs and how to pay, and never buys anything. ' +
+    'Operations that match but are not built yet are listed apart (unavailable), never recommended.',
   server: 'gateway',
   access: 'payg',
   plans: [],
@@ -272,7 +273,9 @@ const advisor: ServiceSpec = {
 const plans: ServiceSpec = {
   slug: 'plans',
   title: 'Plan purchase',
-  description: 'Buys credit or subscription plans that unlock plan-access operations (reviews-credit-5, reviews-monthly).',
+  description:
+    'Buys credit or subscription plans that unlock plan-access operations. The plans, their prices and whether each can be bought today (purchasable) are listed in /manifest.json; ' +
+    'a plan is sold only while at least one operation it covers is built.',
   server: 'gateway',
   access: 'payg',
   plans: [],
@@ -286,7 +289,8 @@ const plans: ServiceSpec = {
       summary: 'Buy a plan (credit or subscription) for plan-access operations',
       description:
         'Buys the plan named in the path for the registered agent and activates it at once. ' +
-        `Plans: reviews-credit-5 (5.00 USD, 5.00 USD of credit for reviews-create) and reviews-monthly (15.00 USD, 30 days, 1000 calls). ` +
+        'Plans, prices and coverage: /manifest.json (plans) and /services/{slug}. Only plans marked purchasable: true are sold; a plan whose covered operations are all not built yet ' +
+        'answers 409 plan_unavailable before any 402 (nothing is charged), with the plans that can be bought. ' +
         'Price: the plan price, paid by x402 or MPP: the first call answers a priced 402; settle it and retry. ' +
         'Identify the buyer with Svc-Agent-Authorization: Bearer <accessToken> from POST /auth/register (Authorization: Bearer also works with x402). ' +
         PAYG_HOW,
@@ -294,7 +298,7 @@ const plans: ServiceSpec = {
       access: 'payg',
       proof: 'payment',
       pricing: { kind: 'plan-price' },
-      schemas: { params: PlanIdParams, response: { 200: PlanPurchase, 401: problem, 402: problem, 404: problem } },
+      schemas: { params: PlanIdParams, response: { 200: PlanPurchase, 401: problem, 402: problem, 404: problem, 409: problem } },
       keywords: ['plan', 'subscription', 'credit', 'buy', 'purchase', 'prepaid'],
     },
   ],

@@ -10,7 +10,7 @@ import { parseMicros } from '../platform/money.ts'
 import type { Catalog } from './catalog.ts'
 import type { CatalogOperation } from './openapi.ts'
 import type { ServerName } from './types.ts'
-import { authMd, llmsFullTxt, llmsTxt, manifestView, serviceView, servicesView, type DocumentContext } from './documents.ts'
+import { authMd, llmsFullTxt, llmsTxt, manifestView, planView, serviceView, servicesView, type DocumentContext } from './documents.ts'
 import { buildGuide } from './advisor.ts'
 
 export type OperationHandler = (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>
@@ -280,12 +280,47 @@ export function guideHandlers(catalog: Catalog): Record<'getAgentGuide' | 'postA
   }
 }
 
-const notImplemented = (entry: CatalogOperation): OperationHandler =>
-  async function notImplementedYet() {
-    throw new AppError('not_implemented', `${entry.spec.method} ${entry.spec.path} (${entry.spec.operationId}) is registered but not implemented yet`, {
-      extensions: { operationId: entry.spec.operationId },
-    })
+/**
+ * The handler of an operation that is listed but not built: 501 at once, with no access rule in
+ * front of it (no 402 challenge, no 401/403, no plan debit), and a pointer to what is built.
+ */
+const notImplemented = (entry: CatalogOperation, gatewayUrl: string | undefined): OperationHandler => {
+  const where = gatewayUrl ? ` What is built: ${gatewayUrl}/manifest.json (operations with implemented: true).` : ''
+  const extensions: Record<string, unknown> = { operationId: entry.spec.operationId, implemented: false }
+  if (gatewayUrl) extensions.manifest = `${gatewayUrl}/manifest.json`
+  return async function notImplementedYet() {
+    throw new AppError(
+      'not_implemented',
+      `${entry.spec.method} ${entry.spec.path} (${entry.spec.operationId}) is listed but not built yet; nothing was charged and no payment or credential is asked for it.${where}`,
+      { extensions },
+    )
   }
+}
+
+/**
+ * Puts `purchase` (the access-wrapped plan purchase) behind the catalog's plan availability: a
+ * plan whose covered operations are all unbuilt answers 409 plan_unavailable before any 402 or
+ * 401. Unknown plans pass through (the access rule answers 404 unknown_plan).
+ */
+function onlyPurchasablePlans(catalog: Catalog, purchase: OperationHandler): OperationHandler {
+  return async function purchasablePlanOnly(request, reply) {
+    const planId = (request.params as Record<string, string | undefined>).planId ?? ''
+    const plan = catalog.plan(planId)
+    if (plan && !plan.purchasable) {
+      throw new AppError('plan_unavailable', `Plan "${planId}" cannot be bought: ${plan.reason ?? 'it covers no built operation'}`, {
+        field: 'path.planId',
+        extensions: {
+          planId,
+          covers: plan.spec.covers,
+          reason: plan.reason,
+          plans: catalog.plans.filter((candidate) => candidate.purchasable).map((candidate) => planView(candidate, catalog.urls.gateway)),
+          manifest: `${catalog.urls.gateway}/manifest.json`,
+        },
+      })
+    }
+    return purchase(request, reply)
+  }
+}
 
 function fastifyPath(path: string): string {
   return path.replace(/\{([^}]+)\}/g, ':$1')
@@ -294,8 +329,12 @@ function fastifyPath(path: string): string {
 /** Applies an operation's access rule (payment, plan, wallet proof) around its handler. */
 export type AccessWrapper = (entry: CatalogOperation, handler: OperationHandler) => OperationHandler
 
-/** Mounts registry operations with their schemas, each behind `wrap` (its access rule). */
-export function mountOperations(app: FastifyInstance, entries: readonly CatalogOperation[], handlers: HandlerTable, wrap?: AccessWrapper): void {
+/**
+ * Mounts registry operations with their schemas: each built one behind `wrap` (its access rule),
+ * each unbuilt one as a bare 501. With `catalog`, plan purchases sell only purchasable plans and
+ * the 501 links to the manifest.
+ */
+export function mountOperations(app: FastifyInstance, entries: readonly CatalogOperation[], handlers: HandlerTable, wrap?: AccessWrapper, catalog?: Catalog): void {
   for (const entry of entries) {
     const { spec } = entry
     const schema: Record<string, unknown> = { response: spec.schemas.response }
@@ -304,14 +343,15 @@ export function mountOperations(app: FastifyInstance, entries: readonly CatalogO
     if (spec.schemas.params) schema.params = spec.schemas.params
     if (spec.schemas.headers) schema.headers = spec.schemas.headers
     const handler = handlers[spec.operationId]
-    app.route({
-      method: spec.method,
-      url: fastifyPath(spec.path),
-      schema,
-      config: { operationId: spec.operationId },
-      // Access rules apply to unbuilt operations too (401/403/402 first); their 501 then releases
-      // the reservation or debit, so nothing is ever charged for work that does not exist.
-      handler: wrap ? wrap(entry, handler ?? notImplemented(entry)) : (handler ?? notImplemented(entry)),
-    })
+    let routeHandler: OperationHandler
+    if (!handler) {
+      // Nothing is sold that is not built: an unbuilt operation answers 501 before any access rule,
+      // so a caller never meets a 402 challenge, a 401/403 or a plan debit for work that does not exist.
+      routeHandler = notImplemented(entry, catalog?.urls.gateway)
+    } else {
+      routeHandler = wrap ? wrap(entry, handler) : handler
+      if (catalog && spec.pricing.kind === 'plan-price') routeHandler = onlyPurchasablePlans(catalog, routeHandler)
+    }
+    app.route({ method: spec.method, url: fastifyPath(spec.path), schema, config: { operationId: spec.operationId }, handler: routeHandler })
   }
 }

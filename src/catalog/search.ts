@@ -33,6 +33,8 @@ function normalize(term: string): string | null {
 export interface OperationSearch {
   /** Indexes into the operation list, best first; only operations that match. */
   rank(query: string): number[]
+  /** The same ranking with each match's relevance score (BM25, higher is better). */
+  scored(query: string): { index: number; score: number }[]
 }
 
 export function createOperationSearch(operations: readonly CatalogOperation[]): OperationSearch {
@@ -58,14 +60,14 @@ export function createOperationSearch(operations: readonly CatalogOperation[]): 
       keywords: (entry.spec.keywords ?? []).join(' '),
     })),
   )
+  // Stable order for equal scores: registry order.
+  const scored = (query: string): { index: number; score: number }[] =>
+    index
+      .search(query)
+      .map((hit) => ({ index: hit.id as number, score: hit.score }))
+      .sort((a, b) => b.score - a.score || a.index - b.index)
   return {
-    rank(query) {
-      // Stable order for equal scores: registry order.
-      return index
-        .search(query)
-        .map((hit) => ({ id: hit.id as number, score: hit.score }))
-        .sort((a, b) => b.score - a.score || a.id - b.id)
-        .map((hit) => hit.id)
-    },
+    scored,
+    rank: (query) => scored(query).map((hit) => hit.index),
   }
 }

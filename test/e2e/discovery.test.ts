@@ -1,5 +1,6 @@
 // End to end: the real CLI, over HTTP only. Drives the discovery surface, bad input, the
-// 501 of not-yet-built operations, readiness and a clean SIGTERM.
+// 501 of not-yet-built operations (before any payment or credential), plans and advice limited to
+// what is built, readiness and a clean SIGTERM.
 import t, { type Test } from 'tap'
 import { Validator } from '@seriousme/openapi-schema-validator'
 import { startCli, type CliProcess } from '../helpers/cli.ts'
@@ -22,6 +23,18 @@ function nextLink(response: Response): string | undefined {
 
 let cli: CliProcess
 
+interface Manifest {
+  services: { slug: string; operations: { operationId: string; method: string; url: string; implemented: boolean }[] }[]
+  plans: { id: string; covers: string[]; purchasable: boolean; reason?: string; purchase?: { url: string } }[]
+}
+
+/** What this build has built, from its own manifest (so the tests stay true as operations get built). */
+async function manifest(): Promise<Manifest & { built: Set<string> }> {
+  const body = (await (await fetch(`${cli.gateway}/manifest.json`)).json()) as Manifest
+  const built = new Set(body.services.flatMap((service) => service.operations).filter((operation) => operation.implemented).map((operation) => operation.operationId))
+  return { ...body, built }
+}
+
 t.before(async () => {
   cli = await startCli({ env: { BODY_LIMIT_BYTES: '65536' } })
 })
@@ -39,7 +52,7 @@ t.test('both listeners answer health and readiness probes', async (t) => {
     t.equal(ready.status, 200, `${base}/readyz`)
     const body = (await ready.json()) as { status: string; checks: Record<string, boolean> }
     t.equal(body.status, 'ready')
-    t.same(body.checks, { database: true, kv: true })
+    t.same(body.checks, base === cli.scheduler ? { database: true, kv: true, executor: true } : { database: true, kv: true }, 'the scheduler also needs its executor (the local sandbox)')
   }
   t.match(cli.output(), /gateway\s+http:\/\/127\.0\.0\.1:\d+/)
   t.match(cli.output(), /scheduler\s+http:\/\/127\.0\.0\.1:\d+/)
@@ -122,20 +135,52 @@ t.test('discovery documents', async (t) => {
   t.equal((await fetch(`${cli.scheduler}/llms.txt`)).status, 200)
 })
 
-t.test('advisor guide ranks from the registry', async (t) => {
-  const get = await fetch(`${cli.gateway}/advisor/agent/guide?goal=${encodeURIComponent('generate a song for my podcast intro')}`)
-  t.equal(get.status, 200)
-  const guide = (await get.json()) as { recommendations: { operationId: string; service: string }[]; steps: string[] }
-  t.equal(guide.recommendations[0]?.service, 'songmodel-3-pro')
-  t.ok(guide.steps.length > 0)
+t.test('advisor guide ranks from the registry, built operations only', async (t) => {
+  const { built } = await manifest()
+  for (const [goal, operationId] of [
+    ['generate a song for my podcast intro', 'generateSongs'],
+    ['make a song', 'generateSongs'],
+    ['annotate my web page', 'createReviewSession'],
+  ] as const) {
+    const get = await fetch(`${cli.gateway}/advisor/agent/guide?goal=${encodeURIComponent(goal)}`)
+    t.equal(get.status, 200)
+    const guide = (await get.json()) as { recommendations: { operationId: string; implemented: boolean }[]; unavailable: { operationId: string }[]; steps: string[] }
+    t.ok(guide.recommendations.every((recommendation) => built.has(recommendation.operationId) && recommendation.implemented), `${goal}: nothing unbuilt is recommended`)
+    if (built.has(operationId)) {
+      t.equal(guide.recommendations[0]?.operationId, operationId, `${goal}: ${operationId} first`)
+      t.ok(guide.steps.length > 0)
+    } else {
+      t.equal(guide.unavailable[0]?.operationId, operationId, `${goal}: ${operationId} is mentioned as not available yet`)
+    }
+  }
   const post = await fetch(`${cli.gateway}/advisor/agent/guide`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ goal: 'run a python script every hour' }),
   })
   t.equal(post.status, 200)
-  const postGuide = (await post.json()) as { recommendations: { service: string }[] }
+  const postGuide = (await post.json()) as { recommendations: { service: string }[]; steps: string[] }
   t.equal(postGuide.recommendations[0]?.service, 'scheduler')
+  t.ok(postGuide.steps.length > 0)
+})
+
+t.test('discovery marks the plans that cannot be bought', async (t) => {
+  const { plans, services, built } = await manifest()
+  t.ok(plans.length > 0)
+  for (const plan of plans) {
+    const covered = services.filter((service) => plan.covers.includes(service.slug)).flatMap((service) => service.operations)
+    const expected = covered.some((operation) => built.has(operation.operationId))
+    t.equal(plan.purchasable, expected, `${plan.id}: purchasable iff it covers a built operation`)
+    if (plan.purchasable) t.equal(plan.purchase?.url, `${cli.gateway}/plans/${plan.id}/purchase`)
+    else t.ok(plan.reason && !plan.purchase, `${plan.id}: a reason and no purchase link`)
+  }
+  t.ok(plans.some((plan) => plan.purchasable), 'something is for sale')
+  const llms = await (await fetch(`${cli.gateway}/llms.txt`)).text()
+  for (const plan of plans) t.match(llms, new RegExp(`\`${plan.id}\`.*; ${plan.purchasable ? 'purchasable' : 'NOT purchasable'}`), `llms.txt marks ${plan.id}`)
+  for (const service of services.filter((candidate) => candidate.operations.some((operation) => !built.has(operation.operationId)))) {
+    const view = (await (await fetch(`${cli.gateway}/services/${service.slug}`)).json()) as { plans: { id: string; purchasable: boolean }[] }
+    for (const plan of view.plans) t.equal(plan.purchasable, plans.find((candidate) => candidate.id === plan.id)?.purchasable, `/services/${service.slug} agrees on ${plan.id}`)
+  }
 })
 
 async function expectProblem(t: Test, response: Response, status: number, field?: string) {
@@ -172,14 +217,20 @@ t.test('operations not built yet answer 501 and the catalog marks them', async (
   t.equal(body.code, 'not_implemented')
   const doc = (await (await fetch(`${cli.gateway}/openapi.json?path=/api/v1/deposits`)).json()) as OpenapiDoc
   t.equal(doc.paths['/api/v1/deposits']?.delete?.['x-implemented'], false)
-  // A paid operation that is not built still asks for payment first; paying it would be refunded by
-  // the 501 (the reservation is released), so the 402 is what an unpaid caller sees.
-  const speech = await fetch(`${cli.gateway}/api/v1/audio/speech/speechmodel-3.1-flash-tts`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ text: 'hello' }),
-  })
-  t.equal(speech.status, 402)
+  // Nothing that is not built is sold: an unbuilt paid operation answers 501 before any payment,
+  // with no 402 challenge to pay.
+  const { built, services } = await manifest()
+  const bodies: Record<string, unknown> = { synthesizeSpeech: { text: 'hello' }, generateSongs: { prompt: 'lofi beat' }, rememberMemory: { content: 'a fact' } }
+  for (const [operationId, payload] of Object.entries(bodies)) {
+    if (built.has(operationId)) continue
+    const operation = services.flatMap((service) => service.operations).find((candidate) => candidate.operationId === operationId)
+    if (!operation) throw new Error(`${operationId} is not in the manifest`)
+    const response = await fetch(operation.url, { method: operation.method, headers: { 'content-type': 'application/json' }, body: JSON.stringify(payload) })
+    const problem = await expectProblem(t, response, 501)
+    t.match(problem, { code: 'not_implemented', operationId, manifest: `${cli.gateway}/manifest.json` })
+    t.equal(response.headers.get('payment-required'), null, `${operationId}: no PAYMENT-REQUIRED`)
+    t.equal(response.headers.get('www-authenticate'), null, `${operationId}: no WWW-Authenticate`)
+  }
 })
 
 t.test('scheduler discovery: catalog, rates and siblings', async (t) => {

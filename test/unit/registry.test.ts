@@ -474,8 +474,10 @@ t.test('speech, advisor and memory bodies', async (t) => {
   t.notOk(check(schemaOf('expandMemories', 'body'), { ids: ['not-a-uuid'] }).ok, 'expand ids are UUIDs')
 })
 
-t.test('advisor ranking over the real registry (guide is the implemented operation)', async (t) => {
-  const catalog = createCatalog(registry, { urls, implemented: new Set(['getAgentGuide', 'postAgentGuide']) })
+t.test('advisor ranking over the real registry (every operation built)', async (t) => {
+  // The advisor recommends built operations only (test/unit/unbuilt.test.ts); with everything
+  // built, relevance alone decides.
+  const catalog = createCatalog(registry, { urls, implemented: new Set(allOperations().map((operation) => operation.operationId)) })
   t.equal(catalog.select({ q: 'song' })[0]?.spec.operationId, 'generateSongs', '?q=song ranks songs first')
   t.equal(buildGuide(catalog, { goal: 'generate a song for my podcast intro' }).recommendations[0]?.service, 'songmodel-3-pro')
   t.equal(buildGuide(catalog, { goal: 'run a python script every hour' }).recommendations[0]?.service, 'scheduler')
@@ -494,8 +496,10 @@ t.test('fastify mounts every operation with these schemas', async (t) => {
     payTo: '0x0000000000000000000000000000000000000001',
     readiness: {},
   }
+  // The guide answers from a catalog in which songs are built, so its recommendation is serialized.
+  const songsBuilt = createCatalog(registry, { urls, implemented: new Set(['getAgentGuide', 'postAgentGuide', 'generateSongs']) })
   const apps = [
-    createServiceApp('gateway', deps, guideHandlers(catalog)),
+    createServiceApp('gateway', deps, guideHandlers(songsBuilt)),
     createServiceApp('scheduler', deps, {}),
     createServiceApp('memory', deps, {}),
   ]
@@ -515,7 +519,7 @@ t.test('fastify mounts every operation with these schemas', async (t) => {
   const guide = await gateway.inject({ method: 'GET', url: `/advisor/agent/guide?goal=${encodeURIComponent('generate a song')}` })
   t.equal(guide.statusCode, 200)
   const body = guide.json() as { recommendations: Record<string, unknown>[] }
-  t.match(body.recommendations[0], { service: 'songmodel-3-pro', implemented: false, withinBudget: null, price: { amountMicros: '80000' } }, 'guide serializes every field')
+  t.match(body.recommendations[0], { service: 'songmodel-3-pro', implemented: true, withinBudget: null, price: { amountMicros: '80000' } }, 'guide serializes every field')
 
   const task = await scheduler.inject({
     method: 'POST',
