@@ -1,8 +1,11 @@
 #!/usr/bin/env node
 // Launcher: the project runs on Node 24 (installed from npm as a devDependency). When started
-// by an older system node, re-exec with the project's own Node so `agent-gateway` just works.
-import { spawnSync } from 'node:child_process'
+// by an older system node, re-exec with the project's own Node so `agent-gateway` just works; where
+// that node cannot replace itself (before 22.15), it runs the service as a child and stands in for
+// it (signals passed on, the child's exit status returned; see runAsChild).
+import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
+import { constants } from 'node:os'
 import { fileURLToPath } from 'node:url'
 
 // V8 flags the service always runs with. --no-memory-reducer: once a process has idled for ~8 s,
@@ -14,6 +17,10 @@ import { fileURLToPath } from 'node:url'
 // bursts instead.
 const V8_FLAGS = ['--no-memory-reducer']
 
+// Set by a launcher that runs the service as its child (below) to its own pid.
+const LAUNCHER_ENV = 'AGENT_GATEWAY_LAUNCHER_PID'
+const FORWARDED_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP']
+
 const major = Number(process.versions.node.split('.')[0])
 if (major < 24) {
   const projectNode = fileURLToPath(new URL('../node_modules/node/bin/node', import.meta.url))
@@ -21,8 +28,16 @@ if (major < 24) {
     console.error(`agent-gateway needs Node >= 24 (this is ${process.version}); run \`npm install\` to fetch it.`)
     process.exit(1)
   }
-  const result = spawnSync(projectNode, [...V8_FLAGS, fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: 'inherit' })
-  process.exit(result.status ?? 1)
+  const args = [...V8_FLAGS, fileURLToPath(import.meta.url), ...process.argv.slice(2)]
+  // Node 22.15+ / 23.11+: become the project's Node in place (same pid, signals and exit codes).
+  if (typeof process.execve === 'function') {
+    try {
+      process.execve(projectNode, [projectNode, ...args], process.env)
+    } catch {
+      // Refused here: run it as a child instead.
+    }
+  }
+  await runAsChild(projectNode, args)
 }
 // Started without the flags (`node bin/agent-gateway.js`, the npm bin link, a container command):
 // replace this process with one that has them. Same pid, so signals and exit codes are untouched.
@@ -36,8 +51,71 @@ if (missingFlags.length > 0 && typeof process.execve === 'function') {
   }
 }
 
+if (process.env[LAUNCHER_ENV] !== undefined) watchLauncher()
+
 const { main } = await import('../src/cli.ts')
 process.exitCode = await main(process.argv.slice(2))
 // Anything still holding the event loop after a clean stop (a stuck socket, a library timer)
 // must not keep a stopped service alive.
 setTimeout(() => process.exit(process.exitCode ?? 0), 2000).unref()
+
+/**
+ * The service as a child of this launcher, where the launcher cannot replace itself (Node < 22.15).
+ * The launcher stands in for it: SIGTERM, SIGINT and SIGHUP are passed on (a second one, a user
+ * insisting, kills it as it would kill a service started directly), and the launcher ends as the
+ * child did, with its exit code or by its signal. The child watches the launcher through an IPC
+ * channel (watchLauncher): a launcher gone (SIGKILL) makes it shut down as on SIGTERM.
+ */
+function runAsChild(node, args) {
+  const child = spawn(node, args, { stdio: ['inherit', 'inherit', 'inherit', 'ipc'], env: { ...process.env, [LAUNCHER_ENV]: String(process.pid) } })
+  let received = 0
+  const forward = (signal) => {
+    received += 1
+    if (child.exitCode === null && child.signalCode === null) child.kill(received === 1 ? signal : 'SIGKILL')
+  }
+  for (const signal of FORWARDED_SIGNALS) process.on(signal, forward)
+  return new Promise(() => {
+    child.once('error', (error) => {
+      console.error(`agent-gateway: cannot run ${node}: ${error.message}`)
+      process.exit(1)
+    })
+    child.once('exit', (code, signal) => {
+      for (const name of FORWARDED_SIGNALS) process.off(name, forward)
+      if (signal !== null) {
+        process.kill(process.pid, signal)
+        process.exit(128 + (constants.signals[signal] ?? 0)) // a signal this process survives by default
+      }
+      process.exit(code ?? 1)
+    })
+  })
+}
+
+/**
+ * In the child of runAsChild. Signals may come twice (a terminal's Ctrl-C reaches the launcher's
+ * whole process group, and the launcher passes it on): once the service is stopping (src/cli.ts
+ * handles the first SIGTERM/SIGINT) a repeat is ignored; before it serves, a signal does what it
+ * would do to any process. When the launcher is gone, the service stops as on SIGTERM.
+ */
+function watchLauncher() {
+  const launcher = process.env[LAUNCHER_ENV]
+  delete process.env[LAUNCHER_ENV] // not for the processes this one starts (sandboxes, the dev chain)
+  let stopping = false
+  const once = (signal) => {
+    if (stopping) return
+    if (process.listenerCount(signal) > 1) {
+      stopping = true // the service's own handler, called next, stops it
+      return
+    }
+    process.off(signal, once)
+    process.kill(process.pid, signal)
+  }
+  process.on('SIGTERM', once)
+  process.on('SIGINT', once)
+  if (process.channel) {
+    process.channel.unref() // the channel alone never keeps the service alive
+    process.once('disconnect', () => {
+      console.error(`agent-gateway: the launcher (pid ${launcher}) is gone; shutting down`)
+      process.kill(process.pid, 'SIGTERM')
+    })
+  }
+}

@@ -4,10 +4,12 @@
 // - createRun first, then the status write, so a crash in between at worst replays the create
 //   (AlreadyExists = success; the deterministic name makes it the same Run);
 // - patchTaskStatus is optimistic on the cached resourceVersion: a Conflict (stale cache, or a
-//   second controller got there first) fails the key and the queue retries it with backoff;
+//   second controller got there first) fails the key and the queue retries it with backoff; that is
+//   routine, so it is counted (stats.conflicts) and logged at debug, never passed to onError;
 // - requeueAfter arms a timer on the injected clock (+ padding) for the next slot.
 import {
   isAlreadyExists,
+  isConflict,
   NotFoundError,
   objectKey,
   splitKey,
@@ -49,7 +51,15 @@ export interface TaskControllerOptions {
   costOf?: (taskName: string) => Promise<bigint | undefined>
   /** A Run informer shared with the RunController (one cache of every Run instead of two). */
   runInformer?: Informer<RunResource>
+  /** Failures worth an operator's look (logged at error). Conflicts never come here. */
   onError?: (where: string, err: unknown) => void
+  /** Where routine events go (a Conflict, requeued): debug lines. A pino logger fits. */
+  logger?: ControllerLogger
+}
+
+/** The part of a logger the controllers use (a pino `Logger` fits). */
+export interface ControllerLogger {
+  debug(details: object, message: string): void
 }
 
 export class TaskController {
@@ -61,7 +71,7 @@ export class TaskController {
   /** resourceVersion of our last status write per Task, until the informer has shown it. */
   readonly #written = new Map<string, bigint>()
   /** Counters for tests and metrics. */
-  readonly stats = { reconciles: 0, runsCreated: 0, alreadyExists: 0, runsDeleted: 0, statusWrites: 0, errors: 0 }
+  readonly stats = { reconciles: 0, runsCreated: 0, alreadyExists: 0, runsDeleted: 0, statusWrites: 0, conflicts: 0, errors: 0 }
 
   constructor(options: TaskControllerOptions) {
     this.#options = options
@@ -76,6 +86,12 @@ export class TaskController {
       onError: (key, err) => {
         this.stats.errors += 1
         onError(`reconcile ${key}`, err)
+      },
+      // Two writers raced on the Task's status (a stale cache, a second controller): retried.
+      isRoutine: isConflict,
+      onRoutine: (key, err) => {
+        this.stats.conflicts += 1
+        options.logger?.debug({ key, reason: (err as Error).message }, 'task controller: resourceVersion conflict; requeued')
       },
     })
     // Runs by owning Task, so a reconcile reads its runs without scanning every cached Run.

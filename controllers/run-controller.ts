@@ -10,12 +10,14 @@
 //   is written;
 // - a Run deleted or cancelled mid-flight aborts its execution (the ledger still settles what it
 //   used); one deleted or cancelled while prepared is released at no cost;
-// - a Run found Running that this process is not executing was orphaned by a restart: the
-//   Kubernetes executor re-attaches to its Job (same deterministic Job name), the local one cannot
-//   (the sandbox died with the old process) and the run is settled as lost, at no cost. A prepared
-//   run is only in memory: after a restart its claim is found again and it is prepared anew.
+// - a Run found Running (or started in the ledger while its Running phase was never written) that
+//   this process is not executing was orphaned by a restart: the Kubernetes executor re-attaches to
+//   its Job (same deterministic Job name), the local one cannot (the sandbox died with the old
+//   process) and the run is settled as lost: failed, outcome infra_error, at no cost (docs/scheduler.md).
+//   A prepared run is only in memory: after a restart its claim is found again and it is prepared anew.
 // Money never lives in the Run resource: its status mirrors the settled cost for display only.
-import { objectKey, splitKey, type ResourceStore } from './resource-store.ts'
+import { isConflict, objectKey, splitKey, type ResourceStore } from './resource-store.ts'
+import type { ControllerLogger } from './controller.ts'
 import { Informer } from './informer.ts'
 import { isFinished, type RunPhase, type RunResource, type RunStatus, type TriggerType } from './task-reconciler.ts'
 import { realTimers, WorkQueue, type Timers } from './work-queue.ts'
@@ -118,7 +120,10 @@ export interface RunControllerOptions {
   sweepMs?: number
   /** A Run informer shared with the TaskController (one cache of every Run instead of two). */
   runInformer?: Informer<RunResource>
+  /** Failures worth an operator's look (logged at error). Conflicts never come here. */
   onError?: (where: string, err: unknown) => void
+  /** Where routine events go (a Conflict, requeued): debug lines. A pino logger fits. */
+  logger?: ControllerLogger
 }
 
 interface Prepared {
@@ -151,7 +156,7 @@ export class RunController {
   #starting = 0
   #startCalls = 0
   #stopped = false
-  readonly stats = { started: 0, finished: 0, skipped: 0, deferred: 0, lost: 0, adopted: 0, released: 0, errors: 0 }
+  readonly stats = { started: 0, finished: 0, skipped: 0, deferred: 0, lost: 0, adopted: 0, released: 0, conflicts: 0, errors: 0 }
 
   constructor(options: RunControllerOptions) {
     this.#options = options
@@ -167,6 +172,12 @@ export class RunController {
       onError: (key, error) => {
         this.stats.errors += 1
         onError(`run ${key}`, error)
+      },
+      // Two writers raced on a resource (409 Conflict): routine, retried with backoff.
+      isRoutine: isConflict,
+      onRoutine: (key, error) => {
+        this.stats.conflicts += 1
+        options.logger?.debug({ key, reason: (error as Error).message }, 'run controller: resourceVersion conflict; requeued')
       },
     })
     this.#informer.on((_type, run) => this.#queue.add(objectKey(run.metadata)))
@@ -332,9 +343,13 @@ export class RunController {
       return
     }
     if (claim.run.status === 'running' && !adopt) {
-      // Started by a process that died before writing phase Running: the sandbox died with it.
-      await this.#settleLost(run)
-      return
+      // Started by a process that died before its phase Running was written. A local sandbox died
+      // with that process: the run is lost. A Kubernetes Job outlives it: re-attach, as for Running.
+      if (this.#options.executor.kind !== 'kubernetes') {
+        await this.#settleLost(run)
+        return
+      }
+      adopt = true
     }
     if (claim.run.status !== 'claimed' && claim.run.status !== 'running') {
       // Settled already (a previous attempt finished before its status write): mirror it.

@@ -2,6 +2,8 @@
 // processed is processed once; at most one handler runs per key (a key re-added while in flight is
 // processed again after it finishes); addAfter delays a key (requeue at the next slot); failures are
 // retried with per-key exponential backoff. Delays run on injected timers so tests can use a fake clock.
+// Routine failures (`isRoutine`: a resourceVersion Conflict when two writers race) are retried the
+// same way but reported through `onRoutine` (a debug line), not `onError`.
 
 export interface Timers {
   setTimeout(fn: () => void, ms: number): unknown
@@ -23,6 +25,9 @@ export interface WorkQueueOptions {
   baseRetryMs?: number
   maxRetryMs?: number
   onError?: (key: string, err: unknown) => void
+  /** Failures that are part of normal operation: retried like any other, reported through onRoutine instead of onError. */
+  isRoutine?: (err: unknown) => boolean
+  onRoutine?: (key: string, err: unknown) => void
 }
 
 export class WorkQueue {
@@ -33,6 +38,8 @@ export class WorkQueue {
   readonly #baseRetryMs: number
   readonly #maxRetryMs: number
   readonly #onError: (key: string, err: unknown) => void
+  readonly #isRoutine: (err: unknown) => boolean
+  readonly #onRoutine: (key: string, err: unknown) => void
   readonly #queue: string[] = []
   readonly #queued = new Set<string>()
   readonly #active = new Set<string>()
@@ -50,6 +57,8 @@ export class WorkQueue {
     this.#baseRetryMs = options.baseRetryMs ?? 5
     this.#maxRetryMs = options.maxRetryMs ?? 30_000
     this.#onError = options.onError ?? (() => {})
+    this.#isRoutine = options.isRoutine ?? (() => false)
+    this.#onRoutine = options.onRoutine ?? (() => {})
   }
 
   add(key: string): void {
@@ -128,7 +137,8 @@ export class WorkQueue {
     } catch (err) {
       const failures = (this.#failures.get(key) ?? 0) + 1
       this.#failures.set(key, failures)
-      this.#onError(key, err)
+      if (this.#isRoutine(err)) this.#onRoutine(key, err)
+      else this.#onError(key, err)
       const delay = Math.min(this.#maxRetryMs, this.#baseRetryMs * 2 ** (failures - 1))
       this.addAfter(key, delay, this.#retryTimers)
     } finally {

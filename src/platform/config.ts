@@ -104,7 +104,7 @@ export const configVariables: readonly Variable[] = [
   { name: 'SETTLER_PRIVATE_KEY', default: '(required with CHAIN_RPC_URL)', doc: 'Hot wallet that submits x402 settlements and pays refunds (needs gas, not USDC).' },
   { name: 'TEMPO_RPC_URL', default: '(unset: MPP charges refused)', doc: 'Tempo JSON-RPC used to verify and broadcast MPP tempo/charge payments ($0 proofs need none).' },
   { name: 'MPP_SECRET_KEY', default: '(generated, kept in the database)', doc: 'HMAC key (≥ 32 bytes) that signs MPP challenges; share it across replicas.' },
-  { name: 'SMTP_URL', default: '(unset: dev outbox)', doc: 'SMTP URL for e-mail (claims, notifications); unset = messages kept in memory and shown at GET /dev/outbox.' },
+  { name: 'SMTP_URL', default: '(unset: dev outbox)', doc: 'SMTP URL for e-mail (claims, notifications); unset = messages kept in memory and shown at GET /dev/outbox on the local dev chain only (with CHAIN_RPC_URL, mail is not delivered).' },
   { name: 'MAIL_FROM', default: 'agent-gateway@localhost', doc: 'From address of outgoing e-mail.' },
   { name: 'SCHEDULER_EXECUTOR', default: 'local', doc: 'Where task runs execute: local (a bubblewrap sandbox per run) or kubernetes (a sandboxed Job per run).' },
   { name: 'KUBE_NAMESPACE', default: 'default', doc: 'Namespace of the Task/Run resources and run Jobs (kubernetes executor).' },

@@ -1,6 +1,8 @@
-// Outgoing e-mail through nodemailer. With SMTP_URL it speaks SMTP; without it (the embedded
-// default) messages are rendered by nodemailer's JSON transport and kept in a bounded in-process
-// outbox that the dev-only route GET /dev/outbox shows.
+// Outgoing e-mail through nodemailer. With SMTP_URL it speaks SMTP; without it messages are
+// rendered by nodemailer's JSON transport and kept in a bounded in-process outbox. The dev-only
+// route GET /dev/outbox shows it on the local dev chain only (the embedded default); with a real
+// chain and no SMTP_URL nothing shows it, so mail is not delivered: warnMailUndelivered says so
+// once at start.
 import nodemailer from 'nodemailer'
 
 export interface MailMessage {
@@ -52,4 +54,20 @@ export function createMailer(options: { smtpUrl?: string | undefined; from: stri
     outbox: () => kept,
     close: () => transport.close(),
   }
+}
+
+const warned = new WeakSet<Mailer>()
+
+/**
+ * Mail kept in the outbox where no dev route shows it (a real chain and no SMTP_URL) reaches nobody:
+ * said once per mailer, at warn, when the process starts. Never the messages themselves: they carry
+ * claim codes and signed log links.
+ */
+export function warnMailUndelivered(mailer: Mailer, logger: { warn(details: object, message: string): void }): void {
+  if (mailer.kind !== 'outbox' || warned.has(mailer)) return
+  warned.add(mailer)
+  logger.warn(
+    { mail: 'not delivered' },
+    'SMTP_URL is not set and GET /dev/outbox is served on the local dev chain only: e-mail (agent claim codes, run notifications) is not delivered; set SMTP_URL',
+  )
 }
