@@ -285,7 +285,7 @@ async function main(): Promise<void> {
     tasks,
     runs,
     namespace: NAMESPACE,
-    chain: { transfer: async () => ({ status: 'confirmed', txHash: `0x${randomBytes(32).toString('hex')}`, blockNumber: 1n }) },
+    chain: { transfer: async () => ({ status: 'confirmed', txHash: `0x${randomBytes(32).toString('hex')}`, blockNumber: 1n }), resend: async () => ({ status: 'superseded' }) },
     mailer: createMailer({ from: 'bench@localhost' }),
     logger: createLogger('silent'),
     logs: { put: async () => undefined, get: async () => undefined },
@@ -373,6 +373,8 @@ async function main(): Promise<void> {
         const pre = await service.precheckCreate(body, key, BigInt(body.max_amount_usdc_micros))
         if ('existing' in pre) throw new Error('unexpected idempotent hit')
         await service.createTask({ ...pre, idempotencyKey: key, payment: { payer: OWNER, protocol: 'x402', amountMicros: BigInt(body.max_amount_usdc_micros), replayKey: `r-${key}` } })
+        // The escrow payment settles, as the payments module decides it after a real settlement.
+        await db.transaction((tx) => service.chargeOutcomes.settled(tx, `r-${key}`, `0x${randomBytes(32).toString('hex')}`))
         if ((i + 1) % 2000 === 0) log(`created ${i + 1} tasks`)
       }
     }),

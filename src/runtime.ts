@@ -10,7 +10,7 @@ import { openDb, type Db } from './platform/db/index.ts'
 import { lockDataDir } from './platform/data-dir-lock.ts'
 import { migrate, migrationsDir } from './platform/db/migrate.ts'
 import { openKeyValue, type KeyValue } from './platform/kv/index.ts'
-import { createMailer } from './platform/mailer.ts'
+import { createMailer, warnMailUndelivered } from './platform/mailer.ts'
 import { systemClock } from './platform/clock.ts'
 import { openPayments, type Payments } from './payments/index.ts'
 import type { Address } from './payments/types.ts'
@@ -19,7 +19,9 @@ import { createCatalog, type Catalog } from './catalog/catalog.ts'
 import type { ServiceAppDeps } from './catalog/service-app.ts'
 import { buildGatewayApp, GATEWAY_OPERATIONS } from './gateway/app.ts'
 import { buildSchedulerApp, SCHEDULER_OPERATIONS } from './scheduler/app.ts'
-import { createSchedulerService, type EnvSecretsPort, type SchedulerService } from './scheduler/service.ts'
+import { createSchedulerService, SCHEDULER_CHARGE_EFFECT, type EnvSecretsPort, type SchedulerService } from './scheduler/service.ts'
+import { registerRefundMetrics, stuckRefunds } from './scheduler/refunds.ts'
+import { registerPaymentMetrics, stuckSettlements } from './payments/outcomes.ts'
 import { createSchedulerSecrets, schedulerMasterKey } from './scheduler/secrets.ts'
 import { DEFAULT_RATES } from './scheduler/domain/rates.ts'
 import { createLocalBlobStore } from './platform/blobs.ts'
@@ -29,6 +31,8 @@ import { TaskController, systemClock as controllerClock } from '../controllers/c
 import { RunController } from '../controllers/run-controller.ts'
 import { Informer } from '../controllers/informer.ts'
 import { createLocalExecutor } from '../controllers/local/sandbox-executor.ts'
+import { removeStaleWorkDirs } from '../controllers/local/sandbox.ts'
+import { createExecutorHealth, formatReport, type ExecutorHealthMonitor, type PrerequisiteReport } from '../controllers/local/prerequisites.ts'
 import type { ResourceStore } from '../controllers/resource-store.ts'
 import type { RunResource, TaskResource } from '../controllers/task-reconciler.ts'
 import type { RunExecutor } from '../controllers/executor.ts'
@@ -84,7 +88,21 @@ export async function openPlatformDb(config: Config): Promise<Db> {
 }
 
 export async function start(config: Config, roles: readonly Role[], logger: Logger): Promise<Running> {
+  const startedAt = new Date()
+  // Local executor: its prerequisites (bwrap, prlimit, the interpreters, user namespaces) are
+  // checked while the platform opens. A missing one is printed with its fix, turns the scheduler's
+  // /readyz to 503 and refuses create/fund/run now/trigger/webhook (503, before any 402); the rest
+  // is served. Kubernetes runs in runner images that carry everything: nothing to check.
+  const executorHealth: ExecutorHealthMonitor | undefined =
+    config.schedulerExecutor === 'local' && roles.some((role) => role === 'scheduler-api' || role === 'controller')
+      ? createExecutorHealth({ onChange: (report, previous) => reportExecutor(logger, report, previous) })
+      : undefined
+  const executorChecked = executorHealth?.refresh().catch((error: unknown) => logger.error({ err: error }, 'local executor: prerequisite check failed'))
   const db = await openPlatformDb(config)
+  // PGlite under the data-dir lock: no other process shares this database, so whatever payment or
+  // refund a process left open before this start is an orphan, decided now rather than after the
+  // stale windows that protect the requests of other replicas on Postgres.
+  const orphans = db.kind === 'pglite' ? { orphanedBefore: startedAt } : {}
   const kv = await openKeyValue(config.redisUrl ? { kind: 'redis', url: config.redisUrl } : { kind: 'memory' })
   try {
     await migrate(db, migrationsDir)
@@ -108,14 +126,18 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
       settlerPrivateKey: config.settlerPrivateKey,
       tempoRpcUrl: config.tempoRpcUrl,
       mppSecretKey: config.mppSecretKey,
-      reconcileEveryMs: roles.includes('gateway') ? 30_000 : 0,
+      // Every role decides the open settlements of the work it sells (the effects it registers).
+      reconcileEveryMs: 30_000,
     })
   } catch (error) {
     await Promise.allSettled([db.close(), kv.close()])
     throw error
   }
   const mailer = createMailer({ smtpUrl: config.smtpUrl, from: config.mailFrom })
+  // The gateway's dev routes say it themselves; any other process on a real chain says it here.
+  if (!(payments?.devChain && roles.includes('gateway'))) warnMailUndelivered(mailer, logger)
   const metrics = createMetrics()
+  if (payments) registerPaymentMetrics(metrics.registry, db)
   const catalog = createCatalog(registry, {
     urls: { gateway: config.publicBaseUrl, scheduler: config.publicSchedulerUrl, memory: config.publicMemoryUrl },
     implemented: IMPLEMENTED_OPERATIONS,
@@ -127,6 +149,7 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
     bodyLimitBytes: config.bodyLimitBytes,
     payTo: config.payTo,
     readiness: { database: () => db.ping(), kv: () => kv.ping() },
+    diagnostics: { settlements: () => stuckSettlements(db) },
   }
 
   const planned: { name: string; port: number; app: FastifyInstance }[] = []
@@ -140,6 +163,11 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
   const blobs = createLocalBlobStore(config.blobDir)
   if ((has('scheduler-api') || has('controller')) && payments) {
     const backend = await schedulerBackend(config, db)
+    if (has('controller') && config.schedulerExecutor === 'local') {
+      // Run dirs of a crashed process (its sandboxes died with it); never those of a live process.
+      const removed = await removeStaleWorkDirs()
+      if (removed > 0) logger.info({ removed }, 'local executor: removed run work dirs left by a process that is gone')
+    }
     scheduler = createSchedulerService({
       db,
       clock: systemClock,
@@ -157,6 +185,11 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
       gatewayUrl: config.publicBaseUrl,
       ...(backend.envSecrets ? { envSecrets: backend.envSecrets } : {}),
     })
+    // Escrow payments are decided by this process's requests or its reconciler pass, whichever first.
+    payments.outcomes.register(SCHEDULER_CHARGE_EFFECT, scheduler.chargeOutcomes)
+    const { chain } = payments
+    const owed = scheduler
+    registerRefundMetrics(metrics.registry, { standing: () => owed.refundStanding(), walletBalance: () => chain.balanceOf(chain.serviceAddress) })
     if (has('controller')) {
       const onError = (where: string, err: unknown) => logger.error({ err }, `controller: ${where}`)
       const make = () => {
@@ -172,6 +205,7 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
             reconcile: { lookaheadMs: config.dispatchAheadSec * 1000 },
             costOf: (taskName) => (scheduler as SchedulerService).taskCost(taskName),
             onError,
+            logger,
           }),
           runs: new RunController({
             runs: backend.runs,
@@ -182,6 +216,7 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
             maxParallel: config.sandboxMaxParallel,
             prepareAheadMs: config.dispatchAheadSec * 1000,
             onError,
+            logger,
           }),
         }
       }
@@ -202,8 +237,8 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
       }
       const service = scheduler
       refundTimer = setInterval(() => {
-        service.retryRefunds().catch((error: unknown) => logger.error({ err: error }, 'refund retry failed'))
-      }, 60_000)
+        service.recover().catch((error: unknown) => logger.error({ err: error }, 'scheduler recovery pass failed'))
+      }, 15_000)
       refundTimer.unref()
     }
   }
@@ -227,6 +262,10 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
       port: config.schedulerPort,
       app: buildSchedulerApp({
         ...deps,
+        // The executor is a readiness dependency of this listener only (the gateway and memory
+        // listeners of the same process stay ready).
+        ...(executorHealth ? { readiness: { ...deps.readiness, executor: () => executorHealth.readiness() }, executorHealth } : {}),
+        diagnostics: { ...deps.diagnostics, refunds: () => stuckRefunds({ standing: () => (scheduler as SchedulerService).refundStanding() }) },
         payments,
         kv,
         service: scheduler,
@@ -239,10 +278,19 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
   }
   if (has('memory') && payments) planned.push({ name: 'memory', port: config.memoryPort, app: buildMemoryApp({ ...deps, payments }) })
   // Media and controller serve no public API; on their own they still need probes and /metrics.
-  const probeOnly = (name: string) => createHttpApp({ name, logger, metrics, bodyLimitBytes: config.bodyLimitBytes, readiness: deps.readiness })
+  const probeOnly = (name: string) =>
+    createHttpApp({
+      name,
+      logger,
+      metrics,
+      bodyLimitBytes: config.bodyLimitBytes,
+      readiness: deps.readiness,
+      diagnostics: scheduler ? { ...deps.diagnostics, refunds: () => stuckRefunds({ standing: () => (scheduler as SchedulerService).refundStanding() }) } : deps.diagnostics,
+    })
   if (has('media') && roles.length === 1) planned.push({ name: 'media', port: config.mediaPort, app: probeOnly('media') })
   if (has('controller') && roles.length === 1) planned.push({ name: 'controller', port: config.controllerPort, app: probeOnly('controller') })
 
+  await executorChecked
   const listeners: Listener[] = []
   const stopAll = async () => {
     if (refundTimer) clearInterval(refundTimer)
@@ -275,12 +323,17 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
         await running.runs.start()
         await running.tasks.start()
       }
-      await scheduler?.retryRefunds()
+      // Crash recovery (refunds due, Task resources owed a write) in the background: a restart
+      // after a crash is ready as fast as a clean one.
+      if (scheduler) void scheduler.recover(orphans).catch((error: unknown) => logger.error({ err: error }, 'scheduler recovery pass failed'))
     } catch (error) {
       await stopAll()
       throw error
     }
   }
+
+  // Settlements a crash left undecided are decided from the chain in the background (then every 30 s).
+  if (payments) void payments.reconcile(orphans).catch((error: unknown) => logger.error({ err: error }, 'settlement reconciliation failed'))
 
   let stopping: Promise<void> | undefined
   return {
@@ -301,6 +354,17 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
       return stopping
     },
   }
+}
+
+/** Logs the local executor's verdict at start and whenever it changes; at start a missing prerequisite also goes to stderr with its fix. */
+function reportExecutor(logger: Logger, report: PrerequisiteReport, previous: PrerequisiteReport | undefined): void {
+  if (!previous && report.notes.length > 0) logger.warn({ missingLibraries: report.missingLibraries }, `local executor: ${report.notes.join('; ')}`)
+  if (report.ok) {
+    logger.info({ tools: report.tools, runtimes: report.runtimes }, previous ? 'local executor: prerequisites now satisfied; the scheduler takes tasks again' : 'local executor: prerequisites satisfied')
+    return
+  }
+  logger.error({ problems: report.problems }, `local executor cannot run task scripts: ${report.problems.map((problem) => `${problem.reason} (fix: ${problem.fix})`).join('; ')}`)
+  if (!previous) process.stderr.write(formatReport(report))
 }
 
 /** Where Task/Run resources live and how runs execute: Postgres/PGlite + bubblewrap, or Kubernetes. */

@@ -1,7 +1,7 @@
 // Builds one listener's application from the catalog: platform routes (health, metrics),
 // the discovery routes of its scope, and its registry operations with their handlers.
 import type { FastifyInstance } from 'fastify'
-import { createHttpApp, type ReadinessCheck } from '../platform/http.ts'
+import { createHttpApp, type HttpAppOptions, type ReadinessCheck } from '../platform/http.ts'
 import type { Logger } from '../platform/logger.ts'
 import type { Metrics } from '../platform/metrics.ts'
 import type { Catalog } from './catalog.ts'
@@ -16,10 +16,12 @@ export interface ServiceAppDeps {
   bodyLimitBytes: number
   payTo: string
   readiness: Record<string, ReadinessCheck>
+  /** Reported by /readyz under `detail` without making it 503 (see createHttpApp). */
+  diagnostics?: HttpAppOptions['diagnostics']
 }
 
 export function createServiceApp(scope: ServerName, deps: ServiceAppDeps, handlers: HandlerTable, wrap?: AccessWrapper): FastifyInstance {
-  const app = createHttpApp({ name: scope, logger: deps.logger, metrics: deps.metrics, bodyLimitBytes: deps.bodyLimitBytes, readiness: deps.readiness })
+  const app = createHttpApp({ name: scope, logger: deps.logger, metrics: deps.metrics, bodyLimitBytes: deps.bodyLimitBytes, readiness: deps.readiness, diagnostics: deps.diagnostics })
   // Set by the payments access rule before a paid handler runs (see src/payments/access.ts).
   app.decorateRequest('payment', null)
   if (scope === 'gateway') {
@@ -30,6 +32,6 @@ export function createServiceApp(scope: ServerName, deps: ServiceAppDeps, handle
     app.get('/llms.txt', { schema: { response: { 200: { type: 'string' } } } }, (request, reply) => sendDocument(request, reply, llms))
     app.prepared.set('/llms.txt', '/llms.txt', llms.respond)
   }
-  mountOperations(app, deps.catalog.operationsOn(scope), handlers, wrap)
+  mountOperations(app, deps.catalog.operationsOn(scope), handlers, wrap, deps.catalog)
   return app
 }

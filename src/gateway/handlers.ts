@@ -7,7 +7,7 @@ import { buildGuide } from '../catalog/advisor.ts'
 import type { OperationHandler } from '../catalog/routes.ts'
 import { AppError } from '../platform/errors.ts'
 import { parseMicros } from '../platform/money.ts'
-import type { Mailer } from '../platform/mailer.ts'
+import { warnMailUndelivered, type Mailer } from '../platform/mailer.ts'
 import type { Payments } from '../payments/index.ts'
 import type { Address } from '../payments/types.ts'
 
@@ -75,13 +75,23 @@ export function gatewayHandlers(deps: GatewayHandlerDeps) {
       const planId = (request.params as { planId: string }).planId
       const plan = allPlans.find((candidate) => candidate.id === planId)
       if (!plan || !payment.agent || !payment.replayKey) throw new Error('plan purchase reached without plan, buyer or payment')
-      const activated = await agents.activatePlan({ agentId: payment.agent.id, plan, replayKey: payment.replayKey })
-      payment.compensations.push(() => agents.cancelPurchase(activated.purchaseId))
-      const response: Record<string, unknown> = { planId: plan.id, agentId: payment.agent.id, status: 'active', kind: plan.kind }
-      if (activated.creditMicros !== null) response.creditMicros = activated.creditMicros.toString()
-      if (activated.endsAt) response.expiresAt = activated.endsAt.toISOString()
-      if (plan.callsPerPeriod !== undefined) response.callsRemaining = plan.callsPerPeriod
-      return response
+      const agentId = payment.agent.id
+      const replayKey = payment.replayKey
+      // Provisional until the payment settles; the decision (here or, after a crash, the
+      // reconciler's) activates or cancels it in its own transaction.
+      const activated = await agents.activatePlan({ agentId, plan, replayKey, bind: payment.bind })
+      const view = (status: 'active' | 'pending', endsAt: Date | null) => {
+        const response: Record<string, unknown> = { planId: plan.id, agentId, status, kind: plan.kind }
+        if (activated.creditMicros !== null) response.creditMicros = activated.creditMicros.toString()
+        if (endsAt) response.expiresAt = endsAt.toISOString()
+        if (plan.callsPerPeriod !== undefined) response.callsRemaining = plan.callsPerPeriod
+        return response
+      }
+      payment.present = async (decision) => {
+        const purchase = await agents.purchaseOf(replayKey)
+        return view(decision.status === 'settled' ? 'active' : 'pending', purchase?.endsAt ?? activated.endsAt)
+      }
+      return view('pending', activated.endsAt)
     },
 
     postAgentQuote: async (request) => {
@@ -106,45 +116,50 @@ const FaucetRequest = Type.Object(
   { additionalProperties: false },
 )
 
-/** Dev-only routes of the embedded default: never mounted with a real chain or real SMTP. */
+/**
+ * Dev-only routes of the embedded default: the faucet, balances and the mail outbox are served only
+ * on the local dev chain (`payments.devChain`), never with a real chain (CHAIN_RPC_URL), whatever
+ * SMTP_URL or HOST say: the outbox shows claim codes and signed log links. With a real chain and no
+ * SMTP_URL mail is not delivered at all; that is said once, at warn.
+ */
 export function registerDevRoutes(app: FastifyInstance, deps: { payments: Payments; mailer: Mailer }): void {
   const devChain = deps.payments.devChain
-  if (devChain) {
-    app.post(
-      '/dev/faucet',
-      {
-        schema: {
-          body: FaucetRequest,
-          response: {
-            200: Type.Object({ address: Type.String(), amountMicros: Type.String(), balanceMicros: Type.String(), txHash: Type.String() }, { additionalProperties: false }),
-          },
+  if (devChain === undefined) {
+    warnMailUndelivered(deps.mailer, app.log)
+    return
+  }
+  app.post(
+    '/dev/faucet',
+    {
+      schema: {
+        body: FaucetRequest,
+        response: {
+          200: Type.Object({ address: Type.String(), amountMicros: Type.String(), balanceMicros: Type.String(), txHash: Type.String() }, { additionalProperties: false }),
         },
       },
-      async (request) => {
-        const body = request.body as { address: Address; amountMicros: string | number }
-        const amount = parseMicros(body.amountMicros)
-        if (amount === undefined || amount === 0n) throw new AppError('validation_error', 'amountMicros must be a positive integer', { field: 'body.amountMicros' })
-        const txHash = await devChain.mint(body.address, amount)
-        const balance = await devChain.balanceOf(body.address)
-        return { address: body.address, amountMicros: amount.toString(), balanceMicros: balance.toString(), txHash }
+    },
+    async (request) => {
+      const body = request.body as { address: Address; amountMicros: string | number }
+      const amount = parseMicros(body.amountMicros)
+      if (amount === undefined || amount === 0n) throw new AppError('validation_error', 'amountMicros must be a positive integer', { field: 'body.amountMicros' })
+      const txHash = await devChain.mint(body.address, amount)
+      const balance = await devChain.balanceOf(body.address)
+      return { address: body.address, amountMicros: amount.toString(), balanceMicros: balance.toString(), txHash }
+    },
+  )
+  app.get(
+    '/dev/balances/:address',
+    {
+      schema: {
+        params: Type.Object({ address: Type.String({ pattern: '^0x[0-9a-fA-F]{40}$' }) }),
+        response: { 200: Type.Object({ address: Type.String(), balanceMicros: Type.String() }, { additionalProperties: false }) },
       },
-    )
-  }
-  if (devChain) {
-    app.get(
-      '/dev/balances/:address',
-      {
-        schema: {
-          params: Type.Object({ address: Type.String({ pattern: '^0x[0-9a-fA-F]{40}$' }) }),
-          response: { 200: Type.Object({ address: Type.String(), balanceMicros: Type.String() }, { additionalProperties: false }) },
-        },
-      },
-      async (request) => {
-        const { address } = request.params as { address: Address }
-        return { address, balanceMicros: (await devChain.balanceOf(address)).toString() }
-      },
-    )
-  }
+    },
+    async (request) => {
+      const { address } = request.params as { address: Address }
+      return { address, balanceMicros: (await devChain.balanceOf(address)).toString() }
+    },
+  )
   if (deps.mailer.kind === 'outbox') {
     app.get(
       '/dev/outbox',

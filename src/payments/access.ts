@@ -10,7 +10,9 @@ import type { OperationHandler } from '../catalog/routes.ts'
 import type { PlanSpec, Registry } from '../catalog/types.ts'
 import type { PaymentGuard, AuthorizedPayment } from './guard.ts'
 import { accessTokenOf, type Agent, type AgentStore } from './agents.ts'
+import type { Decision } from './outcomes.ts'
 import type { Address, PriceQuote, Protocol } from './types.ts'
+import type { Queryable } from '../platform/db/index.ts'
 
 /** What a paid handler learns about the payment behind its call. */
 export interface PaymentContext {
@@ -22,8 +24,14 @@ export interface PaymentContext {
   includedUnits: number
   /** The spend key of the payment (unique per payment), when a payment was made. */
   replayKey: string | null
-  /** Undo steps the handler registers for its work, run if settlement fails after the work. */
-  compensations: (() => Promise<void>)[]
+  /**
+   * Set when money is paid: binds the handler's durable work to the payment, called inside the
+   * transaction that writes the work, naming the outcome handler (outcomes.ts) that activates or
+   * reverses it once the settlement is known — in this request or, after a crash, the reconciler.
+   */
+  bind?: (tx: Queryable, effect: string) => Promise<void>
+  /** Renders the answer once the payment is decided (default: the handler's result as it is). */
+  present?: (decision: Decision) => Promise<unknown>
 }
 
 declare module 'fastify' {
@@ -100,11 +108,15 @@ export function createAccessControl(deps: AccessDeps) {
     }
   }
 
-  /** Runs `work` after `payment` is authorized; settles on success, releases on failure. */
+  /**
+   * Runs the handler after `payment` is authorized; then settles and decides the payment (which
+   * activates or reverses the work the handler bound to it); releases everything on failure.
+   * `undo`: in-process steps of free units or plan debits, for work that failed or was not paid.
+   */
   async function runPaid(
     request: FastifyRequest,
     reply: FastifyReply,
-    entry: CatalogOperation,
+    quote: PriceQuote,
     authorized: AuthorizedPayment | undefined,
     undo: (() => Promise<void>)[],
     handler: OperationHandler,
@@ -113,29 +125,39 @@ export function createAccessControl(deps: AccessDeps) {
     try {
       result = await handler(request, reply)
     } catch (error) {
-      await authorized?.release()
+      await authorized?.release(error instanceof Error ? error.message : undefined)
       for (const step of undo) await step()
       throw error
     }
     if (reply.statusCode >= 400) {
-      await authorized?.release()
+      await authorized?.release(`the operation answered ${reply.statusCode}`)
       for (const step of undo) await step()
       return result
     }
     if (authorized) {
-      let headers: Record<string, string>
+      let settled: Awaited<ReturnType<AuthorizedPayment['commit']>>
       try {
-        headers = await authorized.commit({ agentId: request.payment?.agent?.id, operationId: entry.spec.operationId })
+        settled = await authorized.commit()
       } catch (error) {
-        // Not paid after all: take the delivered work back (e.g. deactivate a plan), newest first.
-        for (const step of [...(request.payment?.compensations ?? [])].reverse()) await step()
         for (const step of undo) await step()
         throw error
       }
+      const { decision, headers } = settled
+      if (decision.status === 'failed') {
+        // The work bound to the payment was reversed in the decision's transaction.
+        for (const step of undo) await step()
+        throw guard.paymentRequired(quote, 'settlement_failed', `Settlement failed: ${decision.reason}. Nothing was charged.`)
+      }
       for (const [name, value] of Object.entries(headers)) reply.header(name, value)
       reply.header('cache-control', 'private')
+      if (request.payment?.present) result = await request.payment.present(decision)
     }
     return result
+  }
+
+  /** What a paid handler gets to bind its work with. */
+  function bindOf(authorized: AuthorizedPayment | undefined): PaymentContext['bind'] {
+    return authorized && !authorized.payment.zeroValue ? (tx, effect) => authorized.bind(tx, effect) : undefined
   }
 
   function payg(entry: CatalogOperation, handler: OperationHandler, quote?: QuoteFunction): OperationHandler {
@@ -186,7 +208,7 @@ export function createAccessControl(deps: AccessDeps) {
       const priceQuote = quoteOf(entry, request, chargeable)
 
       let authorized: AuthorizedPayment | undefined
-      if (chargeable > 0n) authorized = await guard.authorize(request.headers, priceQuote, spec.operationId)
+      if (chargeable > 0n) authorized = await guard.authorize(request.headers, priceQuote, spec.operationId, { agentId: agent?.id })
       for (let taken = 0; taken < freeUnits; taken += 1) {
         const claim = await agents.takeIncludedUnit({ accountKey: accountKey as string, meter: meter?.name as string, includedUnits: meter?.includedUnits ?? 0, operationId: spec.operationId })
         if (!claim) {
@@ -204,9 +226,9 @@ export function createAccessControl(deps: AccessDeps) {
         agent,
         includedUnits: freeUnits,
         replayKey: authorized?.payment.replayKey ?? null,
-        compensations: [],
+        bind: bindOf(authorized),
       }
-      return runPaid(request, reply, entry, authorized, undo, handler)
+      return runPaid(request, reply, priceQuote, authorized, undo, handler)
     }
   }
 
@@ -229,18 +251,19 @@ export function createAccessControl(deps: AccessDeps) {
           extensions: { plans: covering.map((p) => planOffer(p, deps.gatewayUrl)) },
         })
       }
-      request.payment = { protocol: 'plan', payer: null, amountMicros: cost, agent, includedUnits: 0, replayKey: null, compensations: [] }
+      request.payment = { protocol: 'plan', payer: null, amountMicros: cost, agent, includedUnits: 0, replayKey: null }
       reply.header('x-plan-id', debit.standing.planId)
       if (debit.standing.remainingMicros !== undefined) reply.header('x-plan-credit-remaining-micros', debit.standing.remainingMicros.toString())
       if (debit.standing.remainingCalls !== undefined) reply.header('x-plan-calls-remaining', String(debit.standing.remainingCalls))
-      return runPaid(request, reply, entry, undefined, [debit.undo], handler)
+      return runPaid(request, reply, quoteOf(entry, request, cost), undefined, [debit.undo], handler)
     }
   }
 
   /** Free operations that still need a single-use $0 wallet proof (x402 or MPP). */
   function walletProof(entry: CatalogOperation, handler: OperationHandler): OperationHandler {
     return async function walletProvenOperation(request, reply) {
-      const authorized = await guard.authorize(request.headers, quoteOf(entry, request, 0n), entry.spec.operationId)
+      const quote = quoteOf(entry, request, 0n)
+      const authorized = await guard.authorize(request.headers, quote, entry.spec.operationId)
       if (!authorized.payment.zeroValue) {
         await authorized.release()
         throw guard.paymentRequired(quoteOf(entry, request, 0n), 'wrong_amount', 'This operation takes a $0 proof; nothing is charged')
@@ -252,9 +275,8 @@ export function createAccessControl(deps: AccessDeps) {
         agent: null,
         includedUnits: 0,
         replayKey: authorized.payment.replayKey,
-        compensations: [],
       }
-      return runPaid(request, reply, entry, authorized, [], handler)
+      return runPaid(request, reply, quote, authorized, [], handler)
     }
   }
 
@@ -277,7 +299,7 @@ export function createAccessControl(deps: AccessDeps) {
                 extensions: { recipe: registrationRecipe(deps.gatewayUrl) },
               })
             }
-            request.payment = { protocol: 'none', payer: null, amountMicros: 0n, agent, includedUnits: 0, replayKey: null, compensations: [] }
+            request.payment = { protocol: 'none', payer: null, amountMicros: 0n, agent, includedUnits: 0, replayKey: null }
             return handler(request, reply)
           }
         default:

@@ -6,6 +6,10 @@ import { isUniqueViolation } from '../platform/db/index.ts'
 import { AppError } from '../platform/errors.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { PlanSpec } from '../catalog/types.ts'
+import type { OutcomeHandler } from './outcomes.ts'
+
+/** The outcome handler name of plan purchases (payment_reservations.effect). */
+export const PLAN_PURCHASE_EFFECT = 'plan.purchase'
 
 export const ACCESS_TOKEN_PREFIX = 'agw_'
 const CLAIM_TTL_MS = 24 * 60 * 60 * 1000
@@ -59,9 +63,16 @@ export interface AgentStore {
   startClaim(agentId: string, email: string): Promise<{ code: string; expiresAt: Date }>
   /** Completes a claim with the mailed code; idempotent for the same code. */
   completeClaim(code: string): Promise<Agent>
-  activatePlan(input: { agentId: string; plan: PlanSpec; replayKey: string }): Promise<{ purchaseId: string; endsAt: Date | null; creditMicros: bigint | null }>
-  /** Takes back a purchase whose payment did not settle: ends it now and reverses its credit grant. */
-  cancelPurchase(purchaseId: string): Promise<void>
+  /**
+   * Records a purchase bought with the payment `replayKey`. With `bind` (a paid purchase) it is
+   * provisional, bound to the payment in the same transaction, and becomes usable when the
+   * payment settles (purchaseOutcomes); without it (a grant) it is active at once.
+   */
+  activatePlan(input: { agentId: string; plan: PlanSpec; replayKey: string; bind?: ((tx: Queryable, effect: string) => Promise<void>) | undefined }): Promise<{ purchaseId: string; endsAt: Date | null; creditMicros: bigint | null }>
+  /** The purchase bought with `replayKey`, as it stands. */
+  purchaseOf(replayKey: string): Promise<{ purchaseId: string; state: 'provisional' | 'active' | 'cancelled'; endsAt: Date | null } | undefined>
+  /** Activates (grant, period from now) or cancels a provisional purchase once its payment is decided. */
+  readonly purchaseOutcomes: OutcomeHandler
   /** Plans of the agent that cover `service` and still have room. */
   coveringPlans(agentId: string, service: string, plans: readonly PlanSpec[], costMicros: bigint): Promise<PlanStanding[]>
   /** Debits one call from a covering plan; returns an undo for failed work, or undefined when nothing covers it. */
@@ -89,7 +100,7 @@ export async function planStandings(q: Queryable, now: Date, agentId: string, se
   if (covering.length === 0) return []
   const purchases = await q.query<{ id: string; plan_id: string; kind: 'credit' | 'subscription'; ends_at: Date | null; calls_per_period: number | null }>(
     `select id, plan_id, kind, ends_at, calls_per_period from plan_purchases
-     where agent_id = $1 and plan_id = any($2) and starts_at <= $3 and (ends_at is null or ends_at > $3)
+     where agent_id = $1 and plan_id = any($2) and state = 'active' and starts_at <= $3 and (ends_at is null or ends_at > $3)
      order by created_at`,
     [agentId, covering.map((plan) => plan.id), now],
   )
@@ -111,7 +122,22 @@ export async function planStandings(q: Queryable, now: Date, agentId: string, se
   return result.sort((a, b) => (a.kind === b.kind ? 0 : a.kind === 'subscription' ? -1 : 1))
 }
 
-export function createAgentStore(db: Db, clock: Clock): AgentStore {
+function periodEnd(plan: PlanSpec, from: Date): Date | null {
+  return plan.kind === 'subscription' && plan.periodDays ? new Date(from.getTime() + plan.periodDays * 86_400_000) : null
+}
+
+async function grantCredit(tx: Queryable, agentId: string, plan: PlanSpec, purchaseId: string): Promise<void> {
+  await tx.query(`insert into plan_credit_ledger (agent_id, plan_id, kind, amount_micros, request_id) values ($1, $2, 'grant', $3, $4)`, [
+    agentId,
+    plan.id,
+    plan.creditMicros ?? plan.priceMicros,
+    `purchase:${purchaseId}`,
+  ])
+}
+
+/** `plans`: every plan of the registry (a settled purchase is activated from its spec). */
+export function createAgentStore(db: Db, clock: Clock, plans: readonly PlanSpec[] = []): AgentStore {
+  const plansById = new Map(plans.map((plan) => [plan.id, plan]))
   const standings = (q: Queryable, agentId: string, service: string, plans: readonly PlanSpec[], costMicros: bigint) =>
     planStandings(q, clock.now(), agentId, service, plans, costMicros)
 
@@ -161,24 +187,19 @@ export function createAgentStore(db: Db, clock: Clock): AgentStore {
       })
     },
 
-    async activatePlan({ agentId, plan, replayKey }) {
+    async activatePlan({ agentId, plan, replayKey, bind }) {
       const purchaseId = newId('pur')
       const now = clock.now()
-      const endsAt = plan.kind === 'subscription' && plan.periodDays ? new Date(now.getTime() + plan.periodDays * 86_400_000) : null
+      const endsAt = periodEnd(plan, now)
       try {
         await db.transaction(async (tx) => {
           await tx.query(
-            `insert into plan_purchases (id, agent_id, plan_id, kind, replay_key, price_micros, starts_at, ends_at, calls_per_period)
-             values ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-            [purchaseId, agentId, plan.id, plan.kind, replayKey, plan.priceMicros, now, endsAt, plan.callsPerPeriod ?? null],
+            `insert into plan_purchases (id, agent_id, plan_id, kind, replay_key, price_micros, starts_at, ends_at, calls_per_period, state, decided_at)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+            [purchaseId, agentId, plan.id, plan.kind, replayKey, plan.priceMicros, now, endsAt, plan.callsPerPeriod ?? null, bind ? 'provisional' : 'active', bind ? null : now],
           )
-          if (plan.kind === 'credit') {
-            await tx.query(`insert into plan_credit_ledger (agent_id, plan_id, kind, amount_micros) values ($1, $2, 'grant', $3)`, [
-              agentId,
-              plan.id,
-              plan.creditMicros ?? plan.priceMicros,
-            ])
-          }
+          if (bind) await bind(tx, PLAN_PURCHASE_EFFECT)
+          else if (plan.kind === 'credit') await grantCredit(tx, agentId, plan, purchaseId)
         })
       } catch (error) {
         if (isUniqueViolation(error)) throw new AppError('payment_invalid', 'This payment already bought a plan', { extensions: { reason: 'nonce_already_used' } })
@@ -187,22 +208,24 @@ export function createAgentStore(db: Db, clock: Clock): AgentStore {
       return { purchaseId, endsAt, creditMicros: plan.kind === 'credit' ? (plan.creditMicros ?? plan.priceMicros) : null }
     },
 
-    async cancelPurchase(purchaseId) {
-      await db.transaction(async (tx) => {
-        const rows = await tx.query<{ agent_id: string; plan_id: string; kind: string; starts_at: Date }>(
-          `update plan_purchases set ends_at = starts_at where id = $1 returning agent_id, plan_id, kind, starts_at`,
-          [purchaseId],
-        )
-        const purchase = rows[0]
-        if (purchase?.kind === 'credit') {
-          await tx.query(
-            `insert into plan_credit_ledger (agent_id, plan_id, kind, amount_micros, request_id)
-             select agent_id, plan_id, 'reversal', -amount_micros, $2 from plan_credit_ledger
-             where agent_id = $1 and plan_id = $3 and kind = 'grant' order by id desc limit 1`,
-            [purchase.agent_id, `cancel:${purchaseId}`, purchase.plan_id],
-          )
-        }
-      })
+    async purchaseOf(replayKey) {
+      const row = (await db.query<{ id: string; state: 'provisional' | 'active' | 'cancelled'; ends_at: Date | null }>(`select id, state, ends_at from plan_purchases where replay_key = $1`, [replayKey]))[0]
+      return row === undefined ? undefined : { purchaseId: row.id, state: row.state, endsAt: row.ends_at }
+    },
+
+    purchaseOutcomes: {
+      async settled(tx, replayKey) {
+        const purchase = (await tx.query<{ id: string; agent_id: string; plan_id: string; state: string }>(`select id, agent_id, plan_id, state from plan_purchases where replay_key = $1 for update`, [replayKey]))[0]
+        if (purchase === undefined || purchase.state !== 'provisional') return
+        const plan = plansById.get(purchase.plan_id)
+        const now = clock.now()
+        // The period starts when the plan becomes usable, not when it was ordered.
+        await tx.query(`update plan_purchases set state = 'active', starts_at = $2, ends_at = $3, decided_at = $2 where id = $1`, [purchase.id, now, plan ? periodEnd(plan, now) : null])
+        if (plan?.kind === 'credit') await grantCredit(tx, purchase.agent_id, plan, purchase.id)
+      },
+      async failed(tx, replayKey) {
+        await tx.query(`update plan_purchases set state = 'cancelled', decided_at = $2 where replay_key = $1 and state = 'provisional'`, [replayKey, clock.now()])
+      },
     },
 
     coveringPlans: (agentId, service, plans, costMicros) => standings(db, agentId, service, plans, costMicros),

@@ -1,12 +1,15 @@
 // The one payment guard every paid route uses. Order matters and is the product:
-//   credential → verify locally → reserve the spend key (unique row) → do the work → settle → ledger.
-// Work that fails releases the reservation and is never settled; a settlement whose outcome is
-// unknown is recorded as pending and reconciled later, never broadcast twice.
-import type { Db } from '../platform/db/index.ts'
-import { isUniqueViolation } from '../platform/db/index.ts'
+//   credential → verify locally → reserve the spend key (unique row) → do the work, binding it to
+//   the payment in its own transaction → settle → decide (outcomes.ts: ledger row, reservation
+//   state and the work's activation or reversal in one transaction).
+// Work that fails releases the reservation and is never settled. A settlement whose outcome is
+// unknown (receipt not seen, the process died) is decided later by the reconciler from the
+// chain, with the same decide(), so the work and the money always end up agreeing.
+import type { Db, Queryable } from '../platform/db/index.ts'
 import { AppError } from '../platform/errors.ts'
 import type { Logger } from '../platform/logger.ts'
 import { formatUsd } from '../platform/money.ts'
+import type { Decision, PaymentOutcomes, Verdict } from './outcomes.ts'
 import { PaymentRejected, type ChallengeParts, type PriceQuote, type Protocol, type SettlementOutcome, type VerifiedPayment } from './types.ts'
 
 /** One payment protocol as the guard sees it. */
@@ -49,31 +52,66 @@ export function readCredential(headers: HeaderBag): Credential | undefined {
 
 export interface AuthorizedPayment {
   payment: VerifiedPayment
-  /** Settles (unless $0) and records it; returns the receipt headers. Throws a 402 when settlement fails. */
-  commit(context: { agentId?: string | undefined; operationId: string }): Promise<Record<string, string>>
-  /** The work failed: free the spend key so the same proof may be presented again. */
-  release(): Promise<void>
+  /**
+   * Inside the transaction that does the paid work: binds that work (the outcome handler named
+   * `effect`, see outcomes.ts) to this payment and marks it as about to settle. From then on the
+   * work lives exactly as long as the payment is not known to have failed, whatever crashes.
+   * Throws when the reservation lapsed (the reconciler released it): the work's transaction then
+   * rolls back.
+   */
+  bind(tx: Queryable, effect: string): Promise<void>
+  /** Settles (unless $0) and decides the outcome; returns the decision and the receipt headers. */
+  commit(): Promise<{ decision: Decision; headers: Record<string, string> }>
+  /** The work failed or was refused: frees the proof, and reverses the work if it was bound. */
+  release(reason?: string): Promise<void>
+}
+
+export interface ReconcileOptions {
+  /** A 'reserved' row older than this is released: its request died before settling anything. */
+  reservedStaleMs?: number
+  /** A 'settling' row older than this is decided from the chain (its request died mid-settlement). */
+  settlingStaleMs?: number
+  /**
+   * Rows last touched before this instant belong to a process known to be dead (the embedded
+   * default holds the data-dir lock, so at start every earlier row is an orphan): stale at once.
+   */
+  orphanedBefore?: Date
 }
 
 export interface PaymentGuard {
   /** The 402 every client family understands, as an AppError to throw. */
   paymentRequired(quote: PriceQuote, reason?: string, detail?: string): AppError
-  authorize(headers: HeaderBag, quote: PriceQuote, operationId: string): Promise<AuthorizedPayment>
-  /** Settles pending/stuck settlements; returns how many rows changed. */
-  reconcile(reconcilers: Partial<Record<Protocol, PendingReconciler>>): Promise<number>
+  authorize(headers: HeaderBag, quote: PriceQuote, operationId: string, context?: { agentId?: string | undefined }): Promise<AuthorizedPayment>
+  /** Decides settlements whose outcome is not known yet; returns how many rows it decided. */
+  reconcile(reconcilers: Partial<Record<Protocol, PendingReconciler>>, options?: ReconcileOptions): Promise<number>
 }
 
-/** Decides the fate of a settlement whose outcome was unknown. */
-export type PendingReconciler = (row: { replayKey: string; reference: string | null; detail: Record<string, unknown> }) => Promise<'settled' | 'failed' | 'pending'>
+/** An open settlement as its protocol's reconciler sees it. */
+export interface OpenSettlement {
+  replayKey: string
+  /** 'settling': the request bound its work and may or may not have broadcast; 'pending': broadcast, receipt not seen. */
+  state: 'settling' | 'pending'
+  reference: string | null
+  detail: Record<string, unknown>
+  /** When the reservation last changed (taken, marked settling, found pending). */
+  since: Date
+}
+
+/** Decides the fate of a settlement whose outcome is unknown, from the chain. */
+export type PendingReconciler = (row: OpenSettlement) => Promise<Verdict>
 
 export interface PaymentGuardDeps {
   db: Db
   methods: Record<Protocol, PaymentMethod>
+  outcomes: PaymentOutcomes
   logger: Logger
 }
 
+const RESERVED_STALE_MS = 10 * 60_000
+const SETTLING_STALE_MS = 2 * 60_000
+
 export function createPaymentGuard(deps: PaymentGuardDeps): PaymentGuard {
-  const { db, methods, logger } = deps
+  const { db, methods, outcomes, logger } = deps
 
   function paymentRequired(quote: PriceQuote, reason?: string, detail?: string): AppError {
     const x402 = methods.x402.challenge(quote)
@@ -86,71 +124,36 @@ export function createPaymentGuard(deps: PaymentGuardDeps): PaymentGuard {
     })
   }
 
-  async function reserve(payment: VerifiedPayment, operationId: string): Promise<boolean> {
+  async function reserve(payment: VerifiedPayment, operationId: string, agentId: string | undefined): Promise<boolean> {
     // The primary key is the replay guard; a released key (failed work) may be taken again.
     const rows = await db.query(
-      `insert into payment_reservations (replay_key, protocol, payer, amount_micros, operation_id, state, detail)
-       values ($1, $2, $3, $4, $5, 'reserved', $6)
-       on conflict (replay_key) do update set state = 'reserved', operation_id = excluded.operation_id, detail = excluded.detail, updated_at = now()
+      `insert into payment_reservations (replay_key, protocol, protocol_version, payer, amount_micros, operation_id, agent_id, state, detail)
+       values ($1, $2, $3, $4, $5, $6, $7, 'reserved', $8)
+       on conflict (replay_key) do update set state = 'reserved', operation_id = excluded.operation_id, agent_id = excluded.agent_id,
+           detail = excluded.detail, effect = null, reference = null, decided_at = null, reconcile_attempts = 0, updated_at = now()
          where payment_reservations.state = 'released'
        returning replay_key`,
-      [payment.replayKey, payment.protocol, payment.payer.toLowerCase(), payment.amountMicros, operationId, payment.detail],
+      [payment.replayKey, payment.protocol, payment.version, payment.payer.toLowerCase(), payment.amountMicros, operationId, agentId ?? null, payment.detail],
     )
     return rows.length === 1
   }
 
-  async function setState(replayKey: string, state: string, reference?: string): Promise<void> {
-    await db.query(`update payment_reservations set state = $2, reference = coalesce($3, reference), updated_at = now() where replay_key = $1`, [
-      replayKey,
-      state,
-      reference ?? null,
-    ])
+  /** reserved → settling, only if nobody released it meanwhile; the marker precedes any broadcast. */
+  async function markSettling(q: Queryable, replayKey: string, effect: string | null): Promise<boolean> {
+    const rows = await q.query(
+      `update payment_reservations set state = 'settling', effect = coalesce($2, effect), updated_at = now() where replay_key = $1 and state = 'reserved' returning 1`,
+      [replayKey, effect],
+    )
+    return rows.length === 1
   }
 
-  /**
-   * Appends the settlement outcome to the ledger and moves the reservation in ONE statement, so a
-   * crash cannot leave a ledger row without its state (or the reverse). A second 'settled' row for
-   * one key is refused by the unique index and skipped here.
-   */
-  async function recordOutcome(
-    payment: VerifiedPayment,
-    event: 'settled' | 'pending' | 'failed',
-    nextState: 'settled' | 'pending' | 'released',
-    context: { agentId?: string | undefined; operationId: string },
-    reference?: string,
-  ): Promise<void> {
-    const rows = await db.query<{ recorded: boolean }>(
-      `with ledger as (
-         insert into payments_ledger (protocol, protocol_version, event, replay_key, payer, payee, amount_micros, operation_id, agent_id, reference, detail)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-         on conflict (replay_key) where event in ('settled', 'reconciled_settled') do nothing
-         returning 1
-       ), state as (
-         update payment_reservations set state = $12, reference = coalesce($10, reference), updated_at = now() where replay_key = $4
-       )
-       select exists (select 1 from ledger) as recorded`,
-      [
-        payment.protocol,
-        payment.version,
-        event,
-        payment.replayKey,
-        payment.payer.toLowerCase(),
-        payment.detail.payTo ?? '',
-        payment.amountMicros,
-        context.operationId,
-        context.agentId ?? null,
-        reference ?? null,
-        payment.detail,
-        nextState,
-      ],
-    )
-    if (!rows[0]?.recorded) logger.error({ replayKey: payment.replayKey }, 'refused a second settlement record for one spend key')
-  }
+  const lapsed = (quote: PriceQuote) =>
+    paymentRequired(quote, 'challenge_expired', 'The payment reservation lapsed while the work ran; nothing was charged. Sign a new payment and retry.')
 
   return {
     paymentRequired,
 
-    async authorize(headers, quote, operationId) {
+    async authorize(headers, quote, operationId, context) {
       const credential = readCredential(headers)
       if (!credential) throw paymentRequired(quote)
       let payment: VerifiedPayment
@@ -169,85 +172,99 @@ export function createPaymentGuard(deps: PaymentGuardDeps): PaymentGuard {
           headers: { 'retry-after': '5' },
         })
       }
-      if (!(await reserve(payment, operationId))) {
+      if (!(await reserve(payment, operationId, context?.agentId))) {
         throw paymentRequired(quote, 'nonce_already_used', 'This payment proof was already used; sign a new one.')
       }
+      let bound = false
       let done = false
       return {
         payment,
-        async release() {
+        async bind(tx, effect) {
+          if (done || bound) throw new Error('payment already bound, committed or released')
+          if (!(await markSettling(tx, payment.replayKey, effect))) throw lapsed(quote)
+          bound = true
+        },
+        async release(reason) {
           if (done) return
           done = true
-          await setState(payment.replayKey, 'released')
+          if (bound) {
+            // The bound work exists; nothing was broadcast, so the payment fails and the work is reversed.
+            await outcomes.decide(payment.replayKey, { status: 'failed', reason: reason ?? 'the paid work failed' }, 'request')
+            return
+          }
+          await db.query(`update payment_reservations set state = 'released', updated_at = now() where replay_key = $1 and state = 'reserved'`, [payment.replayKey])
         },
-        async commit(context) {
+        async commit() {
           if (done) throw new Error('payment already committed or released')
           done = true
           if (payment.zeroValue) {
-            await setState(payment.replayKey, 'consumed')
-            return {}
+            await db.query(`update payment_reservations set state = 'consumed', decided_at = now(), updated_at = now() where replay_key = $1`, [payment.replayKey])
+            return { decision: { status: 'settled', reference: null }, headers: {} }
           }
-          // No 'settling' write: a reservation that outlives its process is decided by the
-          // reconciler from the chain (nonce used or not), which needs no marker.
+          if (!bound && !(await markSettling(db, payment.replayKey, null))) throw lapsed(quote)
           let outcome: SettlementOutcome
           try {
             outcome = await payment.settle()
           } catch (error) {
-            // We cannot tell whether anything was broadcast: keep the key taken and reconcile later.
+            // We cannot tell whether anything was broadcast: the reconciler decides from the chain.
             logger.error({ err: error, replayKey: payment.replayKey }, 'settlement threw; outcome unknown, left for reconciliation')
             outcome = { status: 'pending', reference: '' }
           }
-          if (outcome.status === 'settled') {
-            await recordOutcome(payment, 'settled', 'settled', context, outcome.reference)
-            return outcome.headers
+          const verdict: Verdict =
+            outcome.status === 'settled'
+              ? { status: 'settled', reference: outcome.reference }
+              : outcome.status === 'pending'
+                ? { status: 'pending', reference: outcome.reference || undefined }
+                : { status: 'failed', reason: outcome.reason }
+          const decision = await outcomes.decide(payment.replayKey, verdict, 'request')
+          if (decision.status === 'settled') {
+            return { decision, headers: outcome.status === 'settled' ? outcome.headers : {} }
           }
-          if (outcome.status === 'pending') {
-            await recordOutcome(payment, 'pending', 'pending', context, outcome.reference || undefined)
-            return { 'x-payment-status': 'pending', ...(outcome.reference ? { 'x-payment-reference': outcome.reference } : {}) }
+          if (decision.status === 'pending') {
+            return { decision, headers: { 'x-payment-status': 'pending', ...(decision.reference ? { 'x-payment-reference': decision.reference } : {}) } }
           }
-          await recordOutcome(payment, 'failed', 'released', context)
-          throw paymentRequired(quote, 'settlement_failed', `Settlement failed: ${outcome.reason}. Nothing was charged.`)
+          return { decision, headers: {} }
         },
       }
     },
 
-    async reconcile(reconcilers) {
-      const rows = await db.query<{ replay_key: string; protocol: Protocol; reference: string | null; payer: string; amount_micros: bigint; operation_id: string; detail: Record<string, unknown> }>(
-        `select replay_key, protocol, reference, payer, amount_micros, operation_id, detail from payment_reservations
-         where state = 'pending' or (state in ('reserved', 'settling') and updated_at < now() - interval '10 minutes')`,
-      )
+    async reconcile(reconcilers, options = {}) {
+      const effects = outcomes.effects()
       let changed = 0
+      // A reservation whose request died before it bound work or started settling: nothing was
+      // broadcast (the 'settling' marker precedes any broadcast), so the proof is freed.
+      const orphanedBefore = options.orphanedBefore ?? new Date(0)
+      const released = await db.query(
+        `update payment_reservations set state = 'released', updated_at = now()
+          where state = 'reserved' and (updated_at < now() - make_interval(secs => $1) or updated_at < $2) returning replay_key`,
+        [(options.reservedStaleMs ?? RESERVED_STALE_MS) / 1000, orphanedBefore],
+      )
+      changed += released.length
+      const rows = await db.query<{ replay_key: string; protocol: Protocol; state: 'settling' | 'pending'; reference: string | null; detail: Record<string, unknown>; updated_at: Date }>(
+        `select replay_key, protocol, state, reference, detail, updated_at from payment_reservations
+          where (state = 'pending' or (state = 'settling' and (updated_at < now() - make_interval(secs => $1) or updated_at < $3)))
+            and (effect is null or effect = any($2::text[]))
+          order by updated_at limit 500`,
+        [(options.settlingStaleMs ?? SETTLING_STALE_MS) / 1000, effects, orphanedBefore],
+      )
       for (const row of rows) {
         const reconciler = reconcilers[row.protocol]
         if (!reconciler) continue
-        const ledger = await db.query<{ protocol_version: number; payee: string; agent_id: string | null }>(
-          `select protocol_version, payee, agent_id from payments_ledger where replay_key = $1 order by id desc limit 1`,
-          [row.replay_key],
-        )
-        const last = ledger[0]
-        let verdict: 'settled' | 'failed' | 'pending'
+        let verdict: Verdict
         try {
-          verdict = await reconciler({ replayKey: row.replay_key, reference: row.reference, detail: row.detail })
+          verdict = await reconciler({ replayKey: row.replay_key, state: row.state, reference: row.reference, detail: row.detail, since: row.updated_at })
         } catch (error) {
           // One row the chain cannot answer for must not block the others.
           logger.warn({ err: error, replayKey: row.replay_key }, 'could not reconcile a settlement yet')
-          continue
+          verdict = { status: 'pending' }
         }
-        if (verdict === 'pending') continue
-        const event = verdict === 'settled' ? 'reconciled_settled' : 'reconciled_failed'
-        await db.transaction(async (tx) => {
-          await tx.query(
-            `insert into payments_ledger (protocol, protocol_version, event, replay_key, payer, payee, amount_micros, operation_id, agent_id, reference, detail)
-             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-             on conflict (replay_key) where event in ('settled', 'reconciled_settled') do nothing`,
-            [row.protocol, last?.protocol_version ?? 0, event, row.replay_key, row.payer, String(row.detail.payTo ?? last?.payee ?? ''), row.amount_micros, row.operation_id, last?.agent_id ?? null, row.reference, row.detail],
-          )
-          await tx.query(`update payment_reservations set state = $2, updated_at = now() where replay_key = $1`, [
-            row.replay_key,
-            verdict === 'settled' ? 'settled' : 'released',
-          ])
-        })
-        changed += 1
+        if (verdict.status === 'pending') {
+          await db.query(`update payment_reservations set reconcile_attempts = reconcile_attempts + 1 where replay_key = $1`, [row.replay_key])
+          // Only a new broadcast (a reference we did not have) is worth recording.
+          if (!verdict.reference || verdict.reference === row.reference) continue
+        }
+        const decision = await outcomes.decide(row.replay_key, verdict, 'reconciler')
+        if (decision.status !== 'pending') changed += 1
       }
       return changed
     },

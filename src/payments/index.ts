@@ -9,10 +9,11 @@ import type { Clock } from '../platform/clock.ts'
 import type { Registry } from '../catalog/types.ts'
 import { createRpcChain, type ChainPort, type DevChain } from './chain/index.ts'
 import { startDevChain } from './chain/dev.ts'
-import { createMpp, tempoClientFromUrl, type TempoClientFactory } from './mpp/index.ts'
+import { createMpp, mppReconciler, tempoClientFromUrl, type TempoClientFactory } from './mpp/index.ts'
 import { x402Method, x402Reconciler } from './x402/method.ts'
-import { createPaymentGuard, type PaymentGuard, type PaymentMethod } from './guard.ts'
-import { createAgentStore, type AgentStore } from './agents.ts'
+import { createPaymentGuard, type PaymentGuard, type PaymentMethod, type ReconcileOptions } from './guard.ts'
+import { createAgentStore, PLAN_PURCHASE_EFFECT, type AgentStore } from './agents.ts'
+import { createPaymentOutcomes, type PaymentOutcomes } from './outcomes.ts'
 import { createAccessControl, type AccessControl } from './access.ts'
 import type { Address } from './types.ts'
 
@@ -42,9 +43,12 @@ export interface Payments {
   /** Set when the embedded dev chain runs (mint = the dev faucet). */
   devChain: DevChain | undefined
   guard: PaymentGuard
+  /** Where each domain registers the handler that activates or reverses the work it sells. */
+  outcomes: PaymentOutcomes
   agents: AgentStore
   access: AccessControl
-  reconcile(): Promise<number>
+  /** Decides open settlements (of the effects registered in this process) from the chain. */
+  reconcile(options?: ReconcileOptions): Promise<number>
   close(): Promise<void>
 }
 
@@ -88,11 +92,13 @@ export async function openPayments(options: PaymentsOptions): Promise<Payments> 
       now,
     })
     const mppMethod: PaymentMethod = { protocol: 'mpp', challenge: (quote) => mpp.challenge(quote), verify: (credential, quote) => mpp.verify(credential, quote) }
-    const guard = createPaymentGuard({ db, methods: { x402: x402Method({ chain, now, settleTimeoutMs: options.settleTimeoutMs }), mpp: mppMethod }, logger })
-    const agents = createAgentStore(db, clock)
+    const outcomes = createPaymentOutcomes({ db, logger })
+    const guard = createPaymentGuard({ db, methods: { x402: x402Method({ chain, now, settleTimeoutMs: options.settleTimeoutMs }), mpp: mppMethod }, outcomes, logger })
+    const agents = createAgentStore(db, clock, options.registry.services.flatMap((service) => service.plans))
+    outcomes.register(PLAN_PURCHASE_EFFECT, agents.purchaseOutcomes)
     const access = createAccessControl({ guard, agents, registry: options.registry, payTo: options.payTo, gatewayUrl: options.gatewayUrl, logger })
-    const reconcilers = { x402: x402Reconciler(chain, now) }
-    const reconcile = () => guard.reconcile(reconcilers)
+    const reconcilers = { x402: x402Reconciler(chain, now), ...(options.tempoRpcUrl ? { mpp: mppReconciler(tempoClientFromUrl(options.tempoRpcUrl), now) } : {}) }
+    const reconcile = (reconcileOptions?: ReconcileOptions) => guard.reconcile(reconcilers, reconcileOptions)
     let timer: NodeJS.Timeout | undefined
     if ((options.reconcileEveryMs ?? 30_000) > 0) {
       timer = setInterval(() => {
@@ -104,6 +110,7 @@ export async function openPayments(options: PaymentsOptions): Promise<Payments> 
       chain,
       devChain,
       guard,
+      outcomes,
       agents,
       access,
       reconcile,

@@ -40,6 +40,7 @@ export const errorCatalogue = {
   payment_malformed: { status: 400, title: 'Payment proof malformed' },
   unknown_service: { status: 404, title: 'Unknown service' },
   unknown_plan: { status: 404, title: 'Unknown plan' },
+  plan_unavailable: { status: 409, title: 'Plan not for sale yet' },
   wallet_proof_required: { status: 401, title: 'Wallet proof required' },
   // scheduler (SPEC "Errors / Scheduler"); statuses are ours where SPEC says "not shown", see docs/errors.md
   API_KEY_INVALID: { status: 401, title: 'API key invalid' },
@@ -72,6 +73,7 @@ export const errorCatalogue = {
   INTERNAL: { status: 500, title: 'Internal error' },
   ROUTE_NOT_FOUND: { status: 404, title: 'No such route' },
   RUN_IN_FLIGHT: { status: 409, title: 'A run is in flight' },
+  PAYMENT_SETTLING: { status: 409, title: 'Payment still settling' },
 } as const satisfies Record<string, CatalogueEntry>
 
 export type ErrorCode = keyof typeof errorCatalogue

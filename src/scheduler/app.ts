@@ -25,6 +25,7 @@ import { DEFAULT_RATES, ratesView, siblingsView, type SchedulerRates } from './d
 import type { SchedulerService } from './service.ts'
 import { authorizationBearer, type PlanHolder } from './marketplace.ts'
 import { ACCESS_TOKEN_PREFIX } from '../payments/agents.ts'
+import { requireExecutor, type ExecutorHealth } from './executor-health.ts'
 
 export const SCHEDULER_OPERATIONS = [
   'getSchedulerIndex',
@@ -62,6 +63,8 @@ export interface SchedulerAppDeps extends ServiceAppDeps {
   rates?: SchedulerRates
   /** Mounts extra routes (helper endpoint, siblings' public routes) on the scheduler listener. */
   extraRoutes?: (app: FastifyInstance) => void
+  /** Local executor: create, fund, run now, trigger and webhook answer 503 (before any 402) while it cannot run scripts. */
+  executorHealth?: ExecutorHealth
 }
 
 declare module 'fastify' {
@@ -107,29 +110,48 @@ export function buildSchedulerApp(deps: SchedulerAppDeps): FastifyInstance {
 
   const resourceUrl = (request: FastifyRequest) => `${base}${request.url}`
 
-  /** The wallet behind an owner call: SIWX, or a single-use $0 x402/MPP proof. */
+  /**
+   * The wallet behind an owner call: SIWX, or a single-use $0 MPP proof. Either is bound to this
+   * request, method and URL: a proof made for `GET /api/v1/tasks/t_1` opens neither
+   * `DELETE /api/v1/tasks/t_1` nor `GET /api/v1/tasks/t_2`.
+   */
   async function proveOwner(request: FastifyRequest, entry: CatalogOperation): Promise<string> {
     const proof = header(request, SIWX_HEADER.toLowerCase())
     const url = resourceUrl(request)
+    const method = request.method
     if (proof !== undefined) {
       try {
-        return (await siwx.verify(proof, url)).address.toLowerCase()
+        return (await siwx.verify(proof, method, url)).address.toLowerCase()
       } catch (error) {
         if (!(error instanceof WalletProofRejected)) throw error
         throw new AppError('wallet_proof_required', `The SIGN-IN-WITH-X proof was refused (${error.reason}): ${error.message}. Sign the fresh challenge and retry.`, {
           field: 'header.sign-in-with-x',
-          extensions: { reason: error.reason, extensions: { [SIWX_EXTENSION_KEY]: await siwx.challenge(url) } },
+          extensions: { reason: error.reason, extensions: { [SIWX_EXTENSION_KEY]: await siwx.challenge(method, url) } },
         })
       }
     }
-    if (readCredential(request.headers) !== undefined) {
-      const quote = { amountMicros: 0n, resourceUrl: url, route: `${entry.spec.method} ${entry.spec.path}`, description: entry.spec.summary, payTo: deps.payTo as `0x${string}` }
+    const credential = readCredential(request.headers)
+    if (credential?.protocol === 'x402') {
+      // An x402 authorization (EIP-3009) signs from/to/value/validity/nonce and nothing of the
+      // request; the client picks the nonce and `resource` rides unsigned beside it. A $0 one
+      // could be replayed on another method or task (or be harvested by any site that answers
+      // 402 for $0), so it is no owner proof. Nothing was verified or reserved.
+      throw new AppError(
+        'wallet_proof_required',
+        `An x402 payment proof cannot prove ownership: it is not bound to the request (method and URL). Sign the challenge at extensions["${SIWX_EXTENSION_KEY}"] and retry with the ${SIWX_HEADER} header (or send a $0 MPP proof).`,
+        { field: 'header', extensions: { reason: 'unbound_proof', extensions: { [SIWX_EXTENSION_KEY]: await siwx.challenge(method, url) } } },
+      )
+    }
+    if (credential !== undefined) {
+      // MPP: the route is in the HMAC-bound challenge the proof signs, so it names the method and
+      // this very path (not the path template): a challenge for one task or method fits no other.
+      const quote = { amountMicros: 0n, resourceUrl: url, route: `${method} ${request.url}`, description: entry.spec.summary, payTo: deps.payTo as `0x${string}` }
       const authorized = await payments.guard.authorize(request.headers, quote, entry.spec.operationId)
       if (!authorized.payment.zeroValue) {
         await authorized.release()
         throw new AppError('wallet_proof_required', 'Owner operations take a $0 proof (or SIGN-IN-WITH-X); nothing is charged', { field: 'header' })
       }
-      await authorized.commit({ operationId: entry.spec.operationId })
+      await authorized.commit()
       return authorized.payment.payer.toLowerCase()
     }
     // Marketplace-rail tasks belong to the plan holder: the access token (agw_…) proves it.
@@ -140,9 +162,9 @@ export function buildSchedulerApp(deps: SchedulerAppDeps): FastifyInstance {
     }
     throw new AppError(
       'wallet_proof_required',
-      `Prove the paying wallet: sign the challenge at extensions["${SIWX_EXTENSION_KEY}"] and retry with the ${SIWX_HEADER} header (or send a $0 x402 / MPP proof). ` +
+      `Prove the paying wallet: sign the challenge at extensions["${SIWX_EXTENSION_KEY}"] and retry with the ${SIWX_HEADER} header (or send a $0 MPP proof). ` +
         'Tasks created on the marketplace rail: send the plan access token instead (Authorization: Bearer <accessToken>).',
-      { extensions: { extensions: { [SIWX_EXTENSION_KEY]: await siwx.challenge(url) } } },
+      { extensions: { extensions: { [SIWX_EXTENSION_KEY]: await siwx.challenge(method, url) } } },
     )
   }
 
@@ -170,13 +192,14 @@ export function buildSchedulerApp(deps: SchedulerAppDeps): FastifyInstance {
       }
       const payment = request.payment
       if (payment === null || payment.payer === null) throw new AppError('INTERNAL', 'createTask ran without a payment')
-      const { task, undo } = await service.createTask({
+      const { id: taskId, task } = await service.createTask({
         spec: pre.spec,
         hash: pre.hash,
         idempotencyKey: header(request, 'idempotency-key') as string,
-        payment: { payer: payment.payer, protocol: payment.protocol, amountMicros: payment.amountMicros, replayKey: payment.replayKey },
+        payment: { payer: payment.payer, protocol: payment.protocol, amountMicros: payment.amountMicros, replayKey: payment.replayKey, bind: payment.bind },
       })
-      payment.compensations.push(undo)
+      // The answer shows the escrow as the payment's decision left it (settled, or still pending).
+      payment.present = () => service.currentView(taskId)
       reply.code(201)
       return task
     },
@@ -194,13 +217,13 @@ export function buildSchedulerApp(deps: SchedulerAppDeps): FastifyInstance {
       }
       const payment = request.payment
       if (payment === null || payment.payer === null) throw new AppError('INTERNAL', 'fundTask ran without a payment')
-      const { task, undo } = await service.fundTask({
+      const { task } = await service.fundTask({
         taskId: id(request),
         amount: pre.amount,
         idempotencyKey: header(request, 'idempotency-key') as string,
-        payment: { payer: payment.payer, protocol: payment.protocol, amountMicros: payment.amountMicros, replayKey: payment.replayKey },
+        payment: { payer: payment.payer, protocol: payment.protocol, amountMicros: payment.amountMicros, replayKey: payment.replayKey, bind: payment.bind },
       })
-      payment.compensations.push(undo)
+      payment.present = () => service.currentView(id(request))
       return task
     },
     cloneTask: async (request) => service.cloneTask(owner(request), (request.body as { task_id: string }).task_id),
@@ -290,7 +313,8 @@ export function buildSchedulerApp(deps: SchedulerAppDeps): FastifyInstance {
     }
   }
 
-  const app = createServiceApp('scheduler', deps, handlers, wrap)
+  // requireExecutor: EXECUTOR_OPERATIONS ask deps.executorHealth first, outside `wrap` (before prepaid's precheck and any 402).
+  const app = createServiceApp('scheduler', deps, handlers, requireExecutor(wrap, deps.executorHealth))
 
   const LogsParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' }) }, { additionalProperties: false })
   const LogsQuery = Type.Object({ sig: Type.String({ minLength: 1, maxLength: 128 }) }, { additionalProperties: false })

@@ -39,6 +39,7 @@ export interface TaskRow {
   request_hash: string
   payment_protocol: string | null
   payment_channel: string | null
+  resource_sync_pending?: boolean
   webhook_secret_hash: string | null
   webhook_rotated_at: Date | null
   recovery_hint: SerializedHint | null
@@ -121,7 +122,7 @@ export function serializeHint(hint: RecoveryHint): SerializedHint {
 }
 
 /** GET /api/v1/tasks/{id} and every answer that returns the task. */
-export function taskView(task: TaskRow, escrow: EscrowSummary, rates: SchedulerRates, nextRunAt: Date | null) {
+export function taskView(task: TaskRow, escrow: EscrowSummary, rates: SchedulerRates, nextRunAt: Date | null, pendingMicros: Micros = 0n) {
   const { spec } = task
   const view: Record<string, unknown> = {
     id: task.id,
@@ -151,6 +152,7 @@ export function taskView(task: TaskRow, escrow: EscrowSummary, rates: SchedulerR
     next_run_at: nextRunAt === null ? null : nextRunAt.toISOString(),
     cumulative_cost_micros: escrow.cumulative_cost_micros.toString(),
     balance_micros: escrow.balance_micros.toString(),
+    pending_payment_micros: pendingMicros.toString(),
     estimated_ceiling_micros: ceilingOf(spec, rates).toString(),
     created_at: task.created_at.toISOString(),
     updated_at: task.updated_at.toISOString(),

@@ -22,6 +22,7 @@ import type { Clock } from '../platform/clock.ts'
 import type { Logger } from '../platform/logger.ts'
 import type { Mailer } from '../platform/mailer.ts'
 import { formatUsd, type Micros } from '../platform/money.ts'
+import { storableText } from '../platform/text-safety.ts'
 import type { ChainPort } from '../payments/chain/types.ts'
 import { isConflict, isAlreadyExists, NotFoundError, type ResourceStore } from '../../controllers/resource-store.ts'
 import type { RunResource, TaskResource, TaskSpec as TaskResourceSpec, TriggerType } from '../../controllers/task-reconciler.ts'
@@ -32,6 +33,8 @@ import { transition, initialTransition, isTerminal, type Effect, type Rail, type
 import { idempotencyHash, validateCreateTask, validateEnv, validatePatch, type TaskSpec } from './domain/validate.ts'
 import { ceilingOf, RUN_FINAL_STATUSES, runSlimView, runView, serializeHint, taskView, toStoredSpec, truncateUtf8, type RunRow, type StoredSpec, type TaskRow } from './records.ts'
 import { newBearerSecret, secretHash, type SchedulerSecrets } from './secrets.ts'
+import { createRefunds, type Refunds } from './refunds.ts'
+import type { OutcomeHandler } from '../payments/outcomes.ts'
 import { createSchedulerMarketplace, normalizeOwner, ownerLabel, type PlanHolder, type SchedulerMarketplace } from './marketplace.ts'
 
 export const TASK_API_VERSION = 'jobs.agent-gateway.dev/v1alpha1'
@@ -53,7 +56,7 @@ export interface SchedulerServiceDeps {
   tasks: ResourceStore<TaskResource>
   runs: ResourceStore<RunResource>
   namespace: string
-  chain: Pick<ChainPort, 'transfer'>
+  chain: Pick<ChainPort, 'transfer' | 'resend'>
   mailer: Mailer
   logger: Logger
   logs: LogStore
@@ -75,8 +78,17 @@ export interface PaymentFacts {
   payer: string
   protocol: string
   amountMicros: Micros
+  /** The payment's spend key (direct rail); null on the marketplace rail, where nothing is paid. */
   replayKey: string | null
+  /**
+   * Binds the charge to its payment inside the transaction that records it (the payment guard's
+   * bind). Without it the charge stays provisional until chargeOutcomes decides it.
+   */
+  bind?: ((tx: Queryable, effect: string) => Promise<void>) | undefined
 }
+
+/** The outcome handler name of direct-rail escrow payments (payment_reservations.effect). */
+export const SCHEDULER_CHARGE_EFFECT = 'scheduler.charge'
 
 export type RunClaim =
   | { kind: 'claimed'; run: RunRow }
@@ -118,6 +130,14 @@ interface RunRowInsert {
 }
 
 const IN_FLIGHT = ['claimed', 'running'] as const
+
+/** A task's escrow as the state machine needs it: ledger totals, a run in flight, payments settling. */
+interface EscrowFacts {
+  summary: EscrowSummary
+  inFlight: boolean
+  /** Provisional direct-rail charges (create, top-ups) whose settlement is not known yet. */
+  pending: bigint
+}
 /** A task's total settled cost (its run_cost rows), as a select-list column of `scheduler_tasks t`. */
 const TASK_COST_SQL = `(select -coalesce(sum(amount_micros), 0) from scheduler_ledger l where l.task_id = t.id and l.kind = 'run_cost')::int8 as cost`
 // Owners: wallets compare lowercase; marketplace plan holders (`agent:<id>`) exactly (marketplace.ts).
@@ -137,6 +157,7 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
   const internalUrl = deps.internalUrl ?? deps.publicUrl
   const marketplace = deps.marketplace ?? createSchedulerMarketplace({ db, clock, rates, logger, gatewayUrl: deps.gatewayUrl })
   const outputCap = rates.hard_caps.max_output_bytes_in_run
+  const refunds: Refunds = createRefunds({ db, chain: deps.chain, logger })
 
   // ------------------------------------------------------------------ loading
 
@@ -181,29 +202,30 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
    * paths run this per run): ledger sums per kind, in the order summarize() checks them, instead of
    * every row of the task's history.
    */
-  async function escrowFacts(q: Queryable, taskId: string): Promise<{ summary: EscrowSummary; inFlight: boolean }> {
-    return (await escrowFactsMany(q, [taskId])).get(taskId) as { summary: EscrowSummary; inFlight: boolean }
+  async function escrowFacts(q: Queryable, taskId: string): Promise<EscrowFacts> {
+    return (await escrowFactsMany(q, [taskId])).get(taskId) as EscrowFacts
   }
 
   /** escrowFacts for many tasks in one statement (the batched dispatch). */
-  async function escrowFactsMany(q: Queryable, taskIds: readonly string[]): Promise<Map<string, { summary: EscrowSummary; inFlight: boolean }>> {
-    const rows = await q.query<{ id: string; sums: Record<string, string>; reserved: bigint; in_flight: boolean }>(
+  async function escrowFactsMany(q: Queryable, taskIds: readonly string[]): Promise<Map<string, EscrowFacts>> {
+    const rows = await q.query<{ id: string; sums: Record<string, string>; reserved: bigint; in_flight: boolean; pending: bigint }>(
       `select t.id,
               (select coalesce(jsonb_object_agg(kind, total), '{}'::jsonb)
                  from (select kind, sum(amount_micros)::text as total from scheduler_ledger where task_id = t.id and kind <> 'usage' group by kind) k) as sums,
               (select coalesce(sum(reserved_micros), 0)::int8 from scheduler_runs where task_id = t.id and status in ('claimed', 'running')) as reserved,
-              exists (select 1 from scheduler_runs where task_id = t.id and status in ('claimed', 'running')) as in_flight
+              exists (select 1 from scheduler_runs where task_id = t.id and status in ('claimed', 'running')) as in_flight,
+              (select coalesce(sum(amount_micros), 0)::int8 from scheduler_charges where task_id = t.id and state = 'provisional') as pending
          from unnest($1::text[]) as t(id)`,
       [taskIds],
     )
-    const out = new Map<string, { summary: EscrowSummary; inFlight: boolean }>()
+    const out = new Map<string, EscrowFacts>()
     for (const row of rows) {
       const entries: LedgerEntry[] = []
       for (const kind of ['charge', 'reversal', 'run_cost', 'refund', 'dust_forfeit'] as const) {
         if (row.sums[kind] !== undefined) entries.push({ kind, amount_micros: BigInt(row.sums[kind]), run_id: null })
       }
       const reservations = row.reserved > 0n ? [{ run_id: 'reserved', amount_micros: row.reserved }] : []
-      out.set(row.id, { summary: summarize(entries, reservations), inFlight: row.in_flight })
+      out.set(row.id, { summary: summarize(entries, reservations), inFlight: row.in_flight, pending: row.pending })
     }
     return out
   }
@@ -212,8 +234,8 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
    * `heldInBatch`: reservations a batched dispatch made earlier in the same transaction for other
    * marketplace tasks of this holder (not visible in the database yet).
    */
-  async function factsOf(q: Queryable, task: TaskRow, known?: { summary: EscrowSummary; inFlight: boolean }, heldInBatch = 0n): Promise<TransitionFacts & { escrow: EscrowSummary }> {
-    const { summary, inFlight } = known ?? (await escrowFacts(q, task.id))
+  async function factsOf(q: Queryable, task: TaskRow, known?: EscrowFacts, heldInBatch = 0n): Promise<TransitionFacts & { escrow: EscrowSummary }> {
+    const { summary, inFlight, pending } = known ?? (await escrowFacts(q, task.id))
     let available = summary.available_micros
     if (task.rail === 'marketplace') {
       // The cap is the seller-local limit; the holder's plan credit is what pays.
@@ -224,6 +246,7 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
       now: clock.now(),
       ceiling_micros: ceilingOf(task.spec, rates),
       available_micros: available,
+      pending_micros: pending,
       run_in_flight: inFlight,
       escrow: summary,
     }
@@ -239,6 +262,8 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
     refund?: boolean
     cancelRun?: boolean
     reject?: AppError
+    /** The status the Task resource is brought in line with (clears resource_sync_pending). */
+    resourceStatus?: TaskRow['status']
   }
 
   /** Applies a transition's effects inside the transaction; returns the post-commit work. */
@@ -288,16 +313,21 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
       }
     }
     const next = result.next
-    // A transition that changes nothing (most dispatches and settlements) writes nothing.
+    // A transition that changes nothing (most dispatches and settlements) writes nothing. A status
+    // change owes the Task resource a write (suspend, deletion): flagged here, in the same
+    // transaction, and cleared once done (syncTaskResource), so a crash in between is redone.
     if (next !== task.status || hintTouched) {
       await tx.query(
-        `update scheduler_tasks set status = $2, recovery_hint = $3, updated_at = $4, deleted_at = case when $2 = 'deleted' then coalesce(deleted_at, $4) else deleted_at end where id = $1`,
+        `update scheduler_tasks set status = $2, recovery_hint = $3, updated_at = $4, deleted_at = case when $2 = 'deleted' then coalesce(deleted_at, $4) else deleted_at end,
+                resource_sync_pending = resource_sync_pending or $2 <> status
+          where id = $1`,
         [task.id, next, hint === null ? null : hint, clock.now()],
       )
     }
     if (next !== task.status) {
       if (next === 'deleted' || next === 'terminated') after.deleteResource = true
       else after.syncSuspend = next !== 'active'
+      after.resourceStatus = next
     }
     return after
   }
@@ -332,43 +362,49 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
       const at = after.triggerAt.toISOString()
       await updateTaskResource(task.id, (spec) => ({ ...spec, triggerRequestedAt: at }))
     }
-    if (after.refund) await sendRefund(task.id)
+    if (after.resourceStatus !== undefined) {
+      await db.query(`update scheduler_tasks set resource_sync_pending = false where id = $1 and status = $2`, [task.id, after.resourceStatus])
+    }
+    if (after.refund) await refunds.send(task.id)
     if (after.reject) throw after.reject
   }
 
-  /** Sends a pending refund on-chain once; records the outcome. A 'sending' row is never re-sent. */
-  async function sendRefund(taskId: string): Promise<void> {
-    const claimed = await db.query<{ to_address: string; amount_micros: bigint }>(
-      `update scheduler_refunds set state = 'sending', attempts = attempts + 1, updated_at = now() where task_id = $1 and state in ('pending', 'failed') returning to_address, amount_micros`,
-      [taskId],
-    )
-    const refund = claimed[0]
-    if (refund === undefined) return
-    try {
-      const result = await deps.chain.transfer(refund.to_address as `0x${string}`, refund.amount_micros)
-      if (result.status === 'confirmed') {
-        await db.query(`update scheduler_refunds set state = 'confirmed', tx_hash = $2, updated_at = now() where task_id = $1`, [taskId, result.txHash])
-      } else if (result.status === 'failed') {
-        await db.query(`update scheduler_refunds set state = 'failed', tx_hash = $2, error = $3, updated_at = now() where task_id = $1`, [taskId, result.txHash ?? null, result.reason])
-      } else {
-        // Broadcast, receipt not seen in time: keep 'sending' with the hash; never broadcast twice.
-        await db.query(`update scheduler_refunds set tx_hash = $2, error = 'receipt pending', updated_at = now() where task_id = $1`, [taskId, result.txHash])
-      }
-    } catch (error) {
-      logger.error({ err: error, taskId }, 'refund transfer failed')
-      await db.query(`update scheduler_refunds set state = 'failed', error = $2, updated_at = now() where task_id = $1`, [taskId, String((error as Error).message ?? error)])
+  /**
+   * Brings the Task resource in line with its row (suspend, or deletion when terminal) and clears
+   * the row's resource_sync_pending flag: the post-commit step a crash may have skipped.
+   */
+  async function syncTaskResource(taskId: string): Promise<void> {
+    const row = (await db.query<{ status: TaskRow['status'] }>(`select status from scheduler_tasks where id = $1`, [taskId]))[0]
+    if (row === undefined) return
+    if (isTerminal(row.status)) {
+      await tasks.delete(namespace, taskId).catch((error: unknown) => {
+        if (!(error instanceof NotFoundError)) throw error
+      })
+    } else {
+      const suspend = row.status !== 'active'
+      await updateTaskResource(taskId, (spec) => (spec.suspend === suspend ? spec : { ...spec, suspend }))
     }
+    await db.query(`update scheduler_tasks set resource_sync_pending = false where id = $1 and status = $2`, [taskId, row.status])
   }
 
-  /** Retries refunds that failed (nothing moved); called on start and periodically. */
-  async function retryRefunds(): Promise<number> {
-    const rows = await db.query<{ task_id: string }>(`select task_id from scheduler_refunds where state in ('pending', 'failed') and attempts < 10`)
-    for (const row of rows) await sendRefund(row.task_id)
-    return rows.length
+  /**
+   * The scheduler's crash recovery, run at start and on a timer: Task resources a status change
+   * still owes a write, and refunds that are due (new, failed, or interrupted mid-send).
+   */
+  async function recover(options: { orphanedBefore?: Date } = {}): Promise<{ resources: number; refunds: number }> {
+    if (options.orphanedBefore !== undefined) {
+      // Refunds a dead process was sending: its lease need not run out (see ReconcileOptions).
+      await db.query(`update scheduler_refunds set next_attempt_at = now() where state = 'sending' and updated_at < $1`, [options.orphanedBefore])
+    }
+    const owed = await db.query<{ id: string }>(`select id from scheduler_tasks where resource_sync_pending order by updated_at limit 500`)
+    for (const { id } of owed) {
+      await syncTaskResource(id).catch((error: unknown) => logger.warn({ err: error, taskId: id }, 'Task resource sync failed; retried on the next pass'))
+    }
+    return { resources: owed.length, refunds: await refunds.retryDue() }
   }
 
   async function view(q: Queryable, task: TaskRow) {
-    const { summary } = await escrowOf(q, task.id)
+    const { summary, pending } = await escrowFacts(q, task.id)
     let nextRunAt: Date | null = null
     if (task.status === 'active' && task.spec.schedule !== null) {
       const resource = await tasks.get(namespace, task.id)
@@ -377,7 +413,7 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
       if (trigger !== undefined && (handled === undefined || Date.parse(trigger) > Date.parse(handled))) nextRunAt = new Date(trigger)
       else if (resource?.status?.nextRunAt) nextRunAt = new Date(resource.status.nextRunAt)
     }
-    return taskView(task, summary, rates, nextRunAt)
+    return taskView(task, summary, rates, nextRunAt, pending)
   }
 
   function taskResource(task: { id: string; owner: string; status: string }, spec: StoredSpec): Omit<TaskResource, 'metadata'> & { metadata: { name: string; namespace: string; labels: Record<string, string> } } {
@@ -450,7 +486,11 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
     return { spec, hash }
   }
 
-  /** After authorization, before settlement: creates the task. Returns it and an undo for a failed settlement. */
+  /**
+   * After authorization, before settlement: creates the task. On the direct rail its escrow
+   * payment is a provisional charge bound to the payment in the same transaction; the payment's
+   * decision (chargeOutcomes) turns it into a ledger charge or deletes the task.
+   */
   async function createTask(input: {
     spec: TaskSpec
     hash: string
@@ -458,7 +498,7 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
     /** Direct rail: the escrow payment. Marketplace rail: payer = the holder's owner id, protocol 'marketplace', no replay key. */
     payment: PaymentFacts
     rail?: Rail
-  }): Promise<{ task: Record<string, unknown>; undo: () => Promise<void> }> {
+  }): Promise<{ id: string; task: Record<string, unknown> }> {
     const { spec, payment } = input
     const rail: Rail = input.rail ?? 'direct'
     const id = newId('t')
@@ -491,7 +531,7 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
             rail,
           ],
         )
-        await tx.query(`insert into scheduler_ledger (task_id, kind, amount_micros, replay_key) values ($1, 'charge', $2, $3)`, [id, spec.max_amount_usdc_micros, payment.replayKey])
+        await recordCharge(tx, id, 'create', spec.max_amount_usdc_micros, payment, null)
         const task = (await loadTask(tx, id, true)) as TaskRow
         await applyTransition(tx, task, { next: initial.next, effects: initial.effects }, { now, ceiling_micros: ceiling, available_micros: spec.max_amount_usdc_micros, run_in_flight: false })
       })
@@ -501,18 +541,82 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
       throw error
     }
     if (deps.envSecrets && Object.keys(spec.env).length > 0) await deps.envSecrets.put(id, resource.metadata.uid, spec.env)
-    const task = (await loadTask(db, id)) as TaskRow
-    return {
-      task: await view(db, task),
-      undo: async () => {
-        // The payment did not settle: the charge never became money. Reverse it and close the task.
-        await db.transaction(async (tx) => {
-          await tx.query(`insert into scheduler_ledger (task_id, kind, amount_micros) values ($1, 'reversal', $2)`, [id, -spec.max_amount_usdc_micros])
-          await tx.query(`update scheduler_tasks set status = 'deleted', deleted_at = $2, updated_at = $2 where id = $1`, [id, clock.now()])
-        })
-        await tasks.delete(namespace, id).catch(() => {})
-      },
+    return { id, task: await currentView(id) }
+  }
+
+  /**
+   * A payment into the escrow. Marketplace rail: the cap is raised at once (an audit row, no
+   * money). Direct rail: a provisional charge, bound to the payment, that enters the ledger only
+   * when the payment settles (with its transaction hash).
+   */
+  async function recordCharge(tx: Queryable, taskId: string, kind: 'create' | 'top_up', amount: Micros, payment: PaymentFacts, fundingKey: string | null): Promise<void> {
+    if (payment.replayKey === null) {
+      await tx.query(`insert into scheduler_ledger (task_id, kind, amount_micros) values ($1, 'charge', $2)`, [taskId, amount])
+      return
     }
+    await tx.query(`insert into scheduler_charges (replay_key, task_id, kind, amount_micros, funding_key, state) values ($1, $2, $3, $4, $5, 'provisional')`, [
+      payment.replayKey,
+      taskId,
+      kind,
+      amount,
+      fundingKey,
+    ])
+    await payment.bind?.(tx, SCHEDULER_CHARGE_EFFECT)
+  }
+
+  /** The task as GET shows it (no owner check: callers checked or created it). */
+  async function currentView(taskId: string): Promise<Record<string, unknown>> {
+    return view(db, (await loadTask(db, taskId)) as TaskRow)
+  }
+
+  /**
+   * The payments module's side of direct-rail escrow payments: a settled charge enters the ledger
+   * with its transaction hash; a failed one is reversed (a failed create deletes its task and
+   * frees its Idempotency-Key; a failed top-up frees its key). Either lets a closing escrow close.
+   * Runs inside the payment decision's transaction, so it happens once, after any crash.
+   */
+  const chargeOutcomes: OutcomeHandler = {
+    async settled(tx, replayKey, reference) {
+      const charge = await provisionalCharge(tx, replayKey)
+      if (charge === undefined) return
+      await tx.query(`update scheduler_charges set state = 'settled', tx_hash = $2, decided_at = $3 where replay_key = $1`, [replayKey, reference, clock.now()])
+      await tx.query(`insert into scheduler_ledger (task_id, kind, amount_micros, replay_key, tx_hash) values ($1, 'charge', $2, $3, $4)`, [charge.task_id, charge.amount_micros, replayKey, reference])
+      await decidedEvent(tx, charge.task_id, { settled: true, create: charge.kind === 'create' })
+    },
+    async failed(tx, replayKey) {
+      const charge = await provisionalCharge(tx, replayKey)
+      if (charge === undefined) return
+      await tx.query(`update scheduler_charges set state = 'reversed', decided_at = $2 where replay_key = $1`, [replayKey, clock.now()])
+      if (charge.funding_key !== null) await tx.query(`delete from scheduler_fundings where task_id = $1 and idempotency_key = $2`, [charge.task_id, charge.funding_key])
+      if (charge.kind === 'create') {
+        // A retry with the same Idempotency-Key creates a new task instead of finding this one.
+        await tx.query(`update scheduler_tasks set idempotency_key = idempotency_key || ':payment-failed:' || id where id = $1`, [charge.task_id])
+      }
+      await decidedEvent(tx, charge.task_id, { settled: false, create: charge.kind === 'create' })
+    },
+    async afterCommit(replayKey) {
+      const row = (await db.query<{ task_id: string }>(`select task_id from scheduler_charges where replay_key = $1`, [replayKey]))[0]
+      if (row === undefined) return
+      const task = (await loadTask(db, row.task_id)) as TaskRow
+      if (task.resource_sync_pending === true) await syncTaskResource(task.id)
+      await refunds.send(task.id)
+    },
+  }
+
+  async function provisionalCharge(tx: Queryable, replayKey: string) {
+    const charge = (
+      await tx.query<{ task_id: string; kind: 'create' | 'top_up'; amount_micros: bigint; funding_key: string | null; state: string }>(
+        `select task_id, kind, amount_micros, funding_key, state from scheduler_charges where replay_key = $1 for update`,
+        [replayKey],
+      )
+    )[0]
+    return charge?.state === 'provisional' ? charge : undefined
+  }
+
+  async function decidedEvent(tx: Queryable, taskId: string, event: { settled: boolean; create: boolean }): Promise<void> {
+    const task = (await loadTask(tx, taskId, true)) as TaskRow
+    const facts = await factsOf(tx, task)
+    await applyTransition(tx, task, transition(snapshot(task), { type: 'payment_decided', ...event }, facts), facts)
   }
 
   async function precheckFund(
@@ -561,7 +665,7 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
     return { amount }
   }
 
-  async function fundTask(input: { taskId: string; amount: Micros; idempotencyKey: string; payment: PaymentFacts }): Promise<{ task: Record<string, unknown>; undo: () => Promise<void> }> {
+  async function fundTask(input: { taskId: string; amount: Micros; idempotencyKey: string; payment: PaymentFacts }): Promise<{ task: Record<string, unknown> }> {
     const { taskId, amount, payment } = input
     let task!: TaskRow
     const after = await db.transaction(async (tx) => {
@@ -574,20 +678,11 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
       const facts = await factsOf(tx, task)
       const result = transition(snapshot(task), { type: 'fund', amount_micros: amount }, facts)
       await tx.query(`insert into scheduler_fundings (task_id, idempotency_key, amount_micros) values ($1, $2, $3)`, [taskId, input.idempotencyKey, amount])
-      await tx.query(`insert into scheduler_ledger (task_id, kind, amount_micros, replay_key) values ($1, 'charge', $2, $3)`, [taskId, amount, payment.replayKey])
+      await recordCharge(tx, taskId, 'top_up', amount, payment, input.idempotencyKey)
       return applyTransition(tx, task, result, facts)
     })
     await runAfterCommit(task, after)
-    const fresh = (await loadTask(db, taskId)) as TaskRow
-    return {
-      task: await view(db, fresh),
-      undo: async () => {
-        // Settlement failed: the top-up never arrived, so its charge is reversed. The next dispatch
-        // pauses the task for funds again if the top-up is what kept it active.
-        await db.query(`insert into scheduler_ledger (task_id, kind, amount_micros) values ($1, 'reversal', $2)`, [taskId, -amount])
-        await db.query(`delete from scheduler_fundings where task_id = $1 and idempotency_key = $2`, [taskId, input.idempotencyKey])
-      },
-    }
+    return { task: await currentView(taskId) }
   }
 
   // ------------------------------------------------------------------ owner operations
@@ -730,15 +825,69 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
     })
     await runAfterCommit(task, after)
     const fresh = (await loadTask(db, taskId)) as TaskRow
-    const refund = (await db.query<{ amount_micros: bigint; tx_hash: string | null }>(`select amount_micros, tx_hash from scheduler_refunds where task_id = $1`, [taskId]))[0]
+    const refund = await refundOutlook(fresh)
     return {
       id: taskId,
       status: 'deleted' as const,
       rail: fresh.rail,
-      refunded_micros: (refund?.amount_micros ?? 0n).toString(),
-      refund_tx_hash: refund?.tx_hash ?? null,
+      refunded_micros: refund.state === 'confirmed' ? refund.amount_micros : '0',
+      refund_tx_hash: refund.tx_hash,
+      refund,
       deleted_at: (fresh.deleted_at ?? clock.now()).toISOString(),
     }
+  }
+
+  /** What a deleted task's owner gets back, and when: sent, still owed (a run or a payment to finish first), or nothing. */
+  async function refundOutlook(task: TaskRow) {
+    const sent = (
+      await db.query<{ amount_micros: bigint; tx_hash: string | null; state: string; next_attempt_at: Date; error: string | null }>(
+        `select amount_micros, tx_hash, state, next_attempt_at, error from scheduler_refunds where task_id = $1`,
+        [task.id],
+      )
+    )[0]
+    const base = { amount_micros: '0', estimated: false, tx_hash: null as string | null, expected_by: null as string | null }
+    if (sent !== undefined) {
+      const amount = sent.amount_micros.toString()
+      if (sent.state === 'confirmed') return { ...base, state: 'confirmed' as const, amount_micros: amount, tx_hash: sent.tx_hash, detail: 'Refunded on-chain to the paying wallet.' }
+      const retrying = sent.state === 'failed'
+      return {
+        ...base,
+        state: retrying ? ('retrying' as const) : ('sending' as const),
+        amount_micros: amount,
+        tx_hash: sent.tx_hash,
+        expected_by: sent.next_attempt_at.toISOString(),
+        detail: retrying ? `The refund could not be sent yet (${sent.error ?? 'unknown'}); it is retried automatically until it is confirmed.` : 'The refund transaction is on its way.',
+      }
+    }
+    if (task.rail === 'marketplace') return { ...base, state: 'none' as const, detail: 'Marketplace rail: the cap is not money held for you; nothing is refunded.' }
+    const { summary, inFlight, pending } = await escrowFacts(db, task.id)
+    if (summary.closed) {
+      return { ...base, state: 'none' as const, detail: `The remainder (${summary.forfeited_micros} micros) was below the minimum refund and was forfeited as dust.` }
+    }
+    if (inFlight) {
+      const run = (await db.query<{ started_at: Date | null; created_at: Date }>(`select started_at, created_at from scheduler_runs where task_id = $1 and status in ('claimed', 'running') limit 1`, [task.id]))[0]
+      const from = run?.started_at ?? run?.created_at ?? clock.now()
+      const by = new Date(Math.max(from.getTime(), clock.nowMs()) + (task.spec.max_runtime_sec + 60) * 1000)
+      return {
+        ...base,
+        state: 'after_run' as const,
+        // At least the balance less the run's reserved ceiling; the run's actual cost decides.
+        amount_micros: (summary.balance_micros - summary.reserved_micros + pending).toString(),
+        estimated: true,
+        expected_by: by.toISOString(),
+        detail: 'A run is in flight: it was asked to stop, and the balance less its actual cost is refunded as soon as it finishes.',
+      }
+    }
+    if (pending > 0n) {
+      return {
+        ...base,
+        state: 'after_payment' as const,
+        amount_micros: (summary.balance_micros + pending).toString(),
+        estimated: true,
+        detail: 'A payment into this escrow is still settling on-chain; the refund is sent once it is known (the part that settles is refunded, a failed part was never taken).',
+      }
+    }
+    return { ...base, state: 'none' as const, detail: 'Nothing is left to refund.' }
   }
 
   // ------------------------------------------------------------------ runs: reads
@@ -1225,9 +1374,10 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
         settled.charged_micros,
         result.exitCode,
         result.outcome,
-        result.error ?? null,
-        truncateUtf8(result.stdout, cap),
-        truncateUtf8(result.stderr, cap),
+        // A script's output may hold bytes Postgres text cannot (NUL): kept, replaced by U+FFFD.
+        result.error === undefined ? null : storableText(result.error),
+        truncateUtf8(storableText(result.stdout), cap),
+        truncateUtf8(storableText(result.stderr), cap),
         result.stdoutBytes,
         result.stderrBytes,
         result.runtimeVersion,
@@ -1516,7 +1666,12 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
     finishRun,
     lostResult,
     runRow,
-    retryRefunds,
+    recover,
+    syncTaskResource,
+    chargeOutcomes,
+    currentView,
+    /** Outstanding refunds (metrics, readiness detail). */
+    refundStanding: () => refunds.standing(),
     createKey,
     accountForKey,
     getAccount,

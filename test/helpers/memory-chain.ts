@@ -64,8 +64,11 @@ export interface MemoryUsdc {
   checkTransferWithAuthorization(auth: TransferAuthorization, signature?: Hex): Promise<void>
   /** Applies the transfer (after the same checks) and returns the mined tx hash. */
   transferWithAuthorization(auth: TransferAuthorization, signature?: Hex): Promise<Hex>
-  transfer(from: Address, to: Address, value: bigint): Hex
+  /** Moves `value` (reverts like USDC when short); `hash` names the mined tx (default: a fresh one). */
+  transfer(from: Address, to: Address, value: bigint, hash?: Hex): Hex
   receipt(hash: Hex): MemoryReceipt | undefined
+  /** The tx that used an authorization's nonce. */
+  authorizationTx(from: Address, nonce: Hex): Hex | undefined
   /** Number of transfers mined (mints excluded). */
   readonly transfers: number
 }
@@ -81,6 +84,7 @@ export function memoryUsdc(options: MemoryUsdcOptions = {}): MemoryUsdc {
   const balances = new Map<string, bigint>()
   const used = new Set<string>()
   const receipts = new Map<string, MemoryReceipt>()
+  const authorizationTxs = new Map<string, Hex>()
   let txCount = 0n
   let transfers = 0
 
@@ -91,10 +95,10 @@ export function memoryUsdc(options: MemoryUsdcOptions = {}): MemoryUsdc {
     balances.set(key(to), (balances.get(key(to)) ?? 0n) + value)
   }
 
-  function mine(from: Address, to: Address, value: bigint): Hex {
+  function mine(from: Address, to: Address, value: bigint, given?: Hex): Hex {
     txCount += 1n
     transfers += 1
-    const hash = keccak256(toHex(`memory-usdc:${address}:${txCount}`))
+    const hash = given ?? keccak256(toHex(`memory-usdc:${address}:${txCount}`))
     const log = {
       address,
       topics: encodeEventTopics({ abi: transferEvent, eventName: 'Transfer', args: { from, to } }),
@@ -148,13 +152,16 @@ export function memoryUsdc(options: MemoryUsdcOptions = {}): MemoryUsdc {
       if (used.has(nonceKey)) throw new Error('FiatTokenV2: authorization is used or canceled')
       move(auth.from, auth.to, auth.value)
       used.add(nonceKey)
-      return mine(getAddress(auth.from), getAddress(auth.to), auth.value)
+      const hash = mine(getAddress(auth.from), getAddress(auth.to), auth.value)
+      authorizationTxs.set(nonceKey, hash)
+      return hash
     },
-    transfer(from, to, value) {
+    transfer(from, to, value, hash) {
       move(from, to, value)
-      return mine(getAddress(from), getAddress(to), value)
+      return mine(getAddress(from), getAddress(to), value, hash)
     },
     receipt: (hash) => receipts.get(key(hash)),
+    authorizationTx: (from, nonce) => authorizationTxs.get(`${key(from)}:${key(nonce)}`),
     get transfers() {
       return transfers
     },
@@ -165,6 +172,7 @@ export function memoryUsdc(options: MemoryUsdcOptions = {}): MemoryUsdc {
 export function memoryChain(token: MemoryUsdc, options: { serviceAddress?: Address } = {}): ChainPort {
   const serviceAddress = getAddress(options.serviceAddress ?? '0x000000000000000000000000000000000000c0de')
   let closed = false
+  let nonce = 0
   const assertOpen = (): void => {
     if (closed) throw new Error('chain port is closed')
   }
@@ -191,11 +199,29 @@ export function memoryChain(token: MemoryUsdc, options: { serviceAddress?: Addre
       assertOpen()
       return token.authorizationState(from, nonce)
     },
-    async transfer(to, amount): Promise<SettlementResult> {
+    async findAuthorizationTx(from, nonce) {
+      assertOpen()
+      return token.authorizationTx(from, nonce)
+    },
+    async transfer(to, amount, options): Promise<SettlementResult> {
       assertOpen()
       if (amount <= 0n) return { status: 'failed', reason: 'amount must be positive' }
+      if (amount > token.balanceOf(serviceAddress)) return { status: 'failed', reason: 'ERC20: transfer amount exceeds balance' }
+      const signed = { hash: keccak256(toHex(`memory-chain:${serviceAddress}:${nonce}`)), nonce, raw: toHex(`signed:${to}:${amount}:${nonce}`) }
+      nonce += 1
+      await options?.onSigned?.(signed)
       try {
-        return { status: 'confirmed', txHash: token.transfer(serviceAddress, to, amount), blockNumber: 1n }
+        return { status: 'confirmed', txHash: token.transfer(serviceAddress, to, amount, signed.hash), blockNumber: 1n }
+      } catch (error) {
+        return { status: 'failed', reason: (error as Error).message }
+      }
+    },
+    async resend(tx, expected) {
+      assertOpen()
+      const receipt = token.receipt(tx.hash)
+      if (receipt) return receipt.status === 'success' ? { status: 'confirmed', txHash: tx.hash, blockNumber: 1n } : { status: 'failed', reason: 'transaction reverted', txHash: tx.hash }
+      try {
+        return { status: 'confirmed', txHash: token.transfer(serviceAddress, expected.to, expected.value, tx.hash), blockNumber: 1n }
       } catch (error) {
         return { status: 'failed', reason: (error as Error).message }
       }

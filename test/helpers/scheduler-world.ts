@@ -69,6 +69,11 @@ export interface World {
   controllers: { tasks: TaskController; runs: RunController }
   /** Waits until the controllers have nothing left to do at this instant. */
   settle(): Promise<void>
+  /**
+   * Decides the provisional escrow payment `replayKey` as the payments module would after its
+   * settlement (settled with a tx hash, or failed), including the post-commit work (refunds).
+   */
+  pay(replayKey: string, outcome?: 'settled' | 'failed'): Promise<void>
   /** Kills the controllers without letting in-flight runs finish, then starts fresh ones. */
   crashAndRestart(): Promise<void>
   close(): Promise<void>
@@ -109,6 +114,9 @@ export async function openWorld(options: WorldOptions = {}): Promise<World> {
         refunds.push({ to, amount })
         return { status: 'confirmed', txHash: `0x${randomBytes(32).toString('hex')}`, blockNumber: 1n }
       },
+      async resend() {
+        return { status: 'superseded' }
+      },
     },
     mailer: createMailer({ from: 'test@localhost' }),
     logger,
@@ -142,6 +150,11 @@ export async function openWorld(options: WorldOptions = {}): Promise<World> {
     refunds,
     get controllers() {
       return controllers
+    },
+    async pay(replayKey, outcome = 'settled') {
+      const handler = service.chargeOutcomes
+      await db.transaction((tx) => (outcome === 'settled' ? handler.settled(tx, replayKey, `0x${randomBytes(32).toString('hex')}`) : handler.failed(tx, replayKey)))
+      await handler.afterCommit?.(replayKey, outcome)
     },
     async settle() {
       let last = ''

@@ -84,21 +84,22 @@ async function drain(chain: DevChain, who: Address): Promise<void> {
 }
 
 /** The handlers under test: songs succeed unless told to fail; reviews likewise. */
-function handlers(chain: DevChain, work: WorkLog): Record<string, OperationHandler> {
+const SONG_EFFECT = 'test.song'
+
+function handlers(db: Db, chain: DevChain, work: WorkLog): Record<string, OperationHandler> {
   return {
     async generateSongs(request, reply) {
       const body = request.body as { prompt: string; candidateCount?: number }
       const payment = request.payment
       work.songs.push({ prompt: body.prompt, protocol: payment?.protocol, includedUnits: payment?.includedUnits, replayKey: payment?.replayKey })
-      payment?.compensations.push(async () => {
-        work.compensations += 1
-      })
       if (body.prompt === 'fail') throw new Error('the song model crashed')
       if (body.prompt === 'fail-4xx') {
         reply.code(409)
         return { code: 'conflict', detail: 'the model refused this prompt' }
       }
       if (body.prompt.startsWith('drain:')) await drain(chain, body.prompt.slice(6) as Address)
+      // The song is durable work: bound to its payment, reversed by the payment's decision if unpaid.
+      if (payment?.bind) await db.transaction((tx) => (payment.bind as NonNullable<typeof payment.bind>)(tx, SONG_EFFECT))
       return {
         url: `https://media.gw.test/songs/${randomUUID()}.mp3`,
         mimeType: 'audio/mpeg',
@@ -172,7 +173,15 @@ async function suite(t: Test, db: Db): Promise<void> {
   if (!chain) throw new Error('openPayments did not start the dev chain')
   const catalog = createCatalog(registry, { urls: { gateway: PUBLIC_URL, scheduler: 'https://scheduler.gw.test', memory: 'https://memory.gw.test' }, implemented: OPERATIONS })
   const work: WorkLog = { songs: [], reviews: 0, compensations: 0 }
-  const { app, url } = await buildApp(catalog, payments.access, handlers(chain, work))
+  // The test song's durable work: reversed (counted) when its payment fails.
+  const songOutcomes = {
+    settled: async () => {},
+    failed: async () => {
+      work.compensations += 1
+    },
+  }
+  payments.outcomes.register(SONG_EFFECT, songOutcomes)
+  const { app, url } = await buildApp(catalog, payments.access, handlers(db, chain, work))
   t.teardown(async () => {
     await app.close()
     await payments.close()
@@ -288,7 +297,7 @@ async function suite(t: Test, db: Db): Promise<void> {
       t.match(body, { code: 'payment_invalid', reason: 'settlement_failed' })
       t.notOk('mimeType' in body || 'url' in body, 'the work result is withheld')
       t.equal(res.headers.get('payment-response'), null)
-      t.equal(work.compensations - compensationsBefore, 1, 'the handler\'s compensation ran')
+      t.equal(work.compensations - compensationsBefore, 1, 'the song bound to the payment was reversed')
       t.same((await ledger(buyer.address)).map((r) => r.event), ['failed'])
       t.same((await reservations(buyer.address)).map((r) => r.state), ['released'])
     })
@@ -313,8 +322,9 @@ async function suite(t: Test, db: Db): Promise<void> {
     // The same payments, with a settle timeout short enough to outlast.
     const shortTimeout = await openPayments({ ...paymentsOptions, chain, settleTimeoutMs: 300, reconcileEveryMs: 0 })
     t.teardown(() => shortTimeout.close())
+    shortTimeout.outcomes.register(SONG_EFFECT, songOutcomes)
     const access = shortTimeout.access
-    const slow = await buildApp(catalog, access, handlers(chain, work))
+    const slow = await buildApp(catalog, access, handlers(db, chain, work))
     t.teardown(() => slow.app.close())
 
     const buyer = await funded(SONG_PRICE)
@@ -482,7 +492,7 @@ async function suite(t: Test, db: Db): Promise<void> {
     )
     let changed: number | undefined
     try {
-      changed = await payments.guard.reconcile({ x402: async () => 'settled' })
+      changed = await payments.guard.reconcile({ x402: async () => ({ status: 'settled', reference: `0x${'ab'.repeat(32)}` }) }, { settlingStaleMs: 60_000 })
     } catch (error) {
       t.fail(`reconcile threw: ${(error as Error).message}`, bug)
     }

@@ -15,6 +15,7 @@ async function createTask(world: World, n: number): Promise<string> {
   const pre = await world.service.precheckCreate(body, key, 50_000n)
   if ('existing' in pre) throw new Error('unexpected idempotent hit')
   const { task } = await world.service.createTask({ ...pre, idempotencyKey: key, payment: { payer: OWNER, protocol: 'x402', amountMicros: 50_000n, replayKey: `r-${key}` } })
+  await world.pay(`r-${key}`)
   return task.id as string
 }
 

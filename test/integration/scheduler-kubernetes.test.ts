@@ -35,6 +35,7 @@ t.test('scheduler API → Task CR → Run CR at the slot → sandboxed Job → R
   const pre = await world.service.precheckCreate(body, 'k8s-1', 100_000n)
   if ('existing' in pre) throw new Error('unexpected')
   const { task } = await world.service.createTask({ ...pre, idempotencyKey: 'k8s-1', payment: { payer: OWNER, protocol: 'x402', amountMicros: 100_000n, replayKey: 'r-k8s-1' } })
+  await world.pay('r-k8s-1')
   const taskId = task.id as string
   const cr = server.get(API, 'Task', 'default', taskId) as Record<string, any>
   t.ok(cr, 'the Task CR exists')

@@ -200,11 +200,12 @@ async function suite(t: Test, databaseUrl?: string): Promise<void> {
     t.match(noPlan.body, { code: 'plan_required', ceiling_micros: CEILING.toString(), credit_micros: '0' })
     t.match(noPlan.body.plans, [{ id: PLAN, kind: 'credit' }])
 
-    // A plan that ended (its purchase was taken back: ends_at = starts_at) covers nothing.
+    // A purchase whose payment failed (cancelled by the payment's decision) covers nothing.
     const carol = await h.register()
     const plan = findPlan(PLAN)!
-    const purchase = await h.payments.agents.activatePlan({ agentId: carol.agentId, plan, replayKey: `test:${carol.agentId}` })
-    await h.payments.agents.cancelPurchase(purchase.purchaseId)
+    const replayKey = `test:${carol.agentId}`
+    await h.payments.agents.activatePlan({ agentId: carol.agentId, plan, replayKey, bind: async () => {} })
+    await world.db.transaction((tx) => h.payments.agents.purchaseOutcomes.failed(tx, replayKey))
     const ended = await create('k-ended', { token: carol.token })
     t.equal(ended.status, 403, 'an ended plan: 403')
     t.equal(ended.body.code, 'plan_required')
@@ -346,6 +347,7 @@ async function suite(t: Test, databaseUrl?: string): Promise<void> {
     const pre = await world.service.precheckCreate(taskBody(), 'k-direct', 5_000n)
     if ('existing' in pre) throw new Error('unexpected idempotent hit')
     const { task: direct } = await world.service.createTask({ ...pre, idempotencyKey: 'k-direct', payment: { payer: '0x1111111111111111111111111111111111111111', protocol: 'x402', amountMicros: 5_000n, replayKey: 'r-direct' } })
+    await world.pay('r-direct')
     const wrongRail = await h.call('POST', `/api/v1/tasks/${direct.id as string}/fund`, { token: alice.token, headers: { 'idempotency-key': 'f-direct' }, body: { top_up_amount_micros: 1000 } })
     t.equal(wrongRail.status, 409)
     t.match(wrongRail.body, { code: 'CHANNEL_MISMATCH', rail: 'direct' })

@@ -41,6 +41,7 @@ async function create(world: World, random: () => number, n: number): Promise<st
   const pre = await world.service.precheckCreate(body, key, BigInt(body.max_amount_usdc_micros))
   if ('existing' in pre) throw new Error('unexpected idempotent hit')
   const { task } = await world.service.createTask({ ...pre, idempotencyKey: key, payment: { payer: OWNER, protocol: 'x402', amountMicros: BigInt(body.max_amount_usdc_micros), replayKey: `r-${key}` } })
+  await world.pay(`r-${key}`)
   return task.id as string
 }
 
@@ -115,7 +116,10 @@ async function scenario(t: Test, world: World, seed: number, steps: number, ahea
       const key = `f-${step}`
       try {
         const pre = await world.service.precheckFund(id, { top_up_amount_micros: amount.toString() }, key, amount)
-        if (!('existing' in pre)) await world.service.fundTask({ taskId: id, amount: pre.amount, idempotencyKey: key, payment: { payer: OWNER, protocol: 'x402', amountMicros: amount, replayKey: `rf-${step}` } })
+        if (!('existing' in pre)) {
+          await world.service.fundTask({ taskId: id, amount: pre.amount, idempotencyKey: key, payment: { payer: OWNER, protocol: 'x402', amountMicros: amount, replayKey: `rf-${step}` } })
+          await world.pay(`rf-${step}`)
+        }
       } catch (error) {
         expected(error)
       }

@@ -235,3 +235,29 @@ t.test('every status x event either transitions to a known status or throws an A
   }
   t.equal(checked, TASK_STATUSES.length * events.length * 6)
 })
+
+t.test('payments still settling: runs wait for them, state counts them, escrows wait to close', async (t) => {
+  const settling = facts({ available_micros: 0n, pending_micros: 10_000n })
+  for (const trigger of ['schedule', 'trigger', 'continuation'] as const) {
+    t.same(transition(task('active'), { type: 'dispatch', trigger }, settling), { next: 'active', effects: [{ type: 'defer_run' }] }, `${trigger}: deferred, not paused`)
+  }
+  for (const trigger of ['manual', 'webhook'] as const) {
+    t.throws(() => transition(task('active'), { type: 'dispatch', trigger }, settling), { code: 'PAYMENT_SETTLING', headers: { 'retry-after': '5' } }, `${trigger}: 409, retry`)
+  }
+  t.equal(transition(task('active'), { type: 'dispatch', trigger: 'schedule' }, facts({ available_micros: 0n, pending_micros: 9_999n })).next, 'paused_insufficient_funds', 'not enough even with it: paused')
+
+  t.equal(transition(task('paused_insufficient_funds'), { type: 'resume' }, settling).next, 'active', 'resume counts it')
+  t.equal(transition(task('paused_insufficient_funds'), { type: 'fund', amount_micros: 5_000n }, facts({ available_micros: 0n, pending_micros: 5_000n })).next, 'active', 'a top-up on top of a settling one resumes')
+
+  const deleted = transition(task('active'), { type: 'delete' }, settling)
+  t.same(find(deleted.effects, 'close_escrow'), { type: 'close_escrow', when: 'after_pending_payments', refund: true }, 'delete waits for the payment before it closes')
+  t.same(find(transition(task('deleted'), { type: 'run_finished', outcome: 'succeeded', consecutive_infra_failures: 0 }, facts({ pending_micros: 1n })).effects, 'close_escrow')?.when, 'after_pending_payments')
+
+  t.same(transition(task('deleted'), { type: 'payment_decided', settled: true, create: false }, facts()).effects, [{ type: 'close_escrow', when: 'now', refund: true }], 'decided on a deleted task: it closes now')
+  t.same(find(transition(task('deleted'), { type: 'payment_decided', settled: false, create: false }, facts({ run_in_flight: true })).effects, 'close_escrow')?.when, 'after_in_flight_run')
+  t.same(transition(task('active'), { type: 'payment_decided', settled: true, create: true }, facts()), { next: 'active', effects: [] }, 'settled create: nothing to do')
+  t.same(transition(task('paused'), { type: 'payment_decided', settled: false, create: false }, facts()), { next: 'paused', effects: [] }, 'failed top-up: the next dispatch decides')
+  const failedCreate = transition(task('active'), { type: 'payment_decided', settled: false, create: true }, facts({ available_micros: 0n }))
+  t.equal(failedCreate.next, 'deleted', 'the task a failed create payment was to buy goes')
+  t.same(find(failedCreate.effects, 'close_escrow'), { type: 'close_escrow', when: 'now', refund: true })
+})

@@ -47,15 +47,26 @@ export const GuideRecommendation = Type.Object(
     howToPay: Type.String(),
     score: Type.Number({ minimum: 0, maximum: 1, description: 'Relevance, best first' }),
     withinBudget: Nullable(Type.Boolean(), { description: 'null when no budget was given or the price is not fixed' }),
-    implemented: Type.Boolean(),
+    implemented: Type.Boolean({ description: 'Always true: only built operations are recommended' }),
   },
   { additionalProperties: false },
+)
+
+export const GuideUnavailable = Type.Object(
+  {
+    service: Type.String({ description: 'Service slug' }),
+    operationId: Type.String(),
+    summary: Type.String(),
+    reason: Type.String(),
+  },
+  { additionalProperties: false, description: 'An operation that matches the goal but is not built yet: it answers 501 and nothing is sold for it' },
 )
 
 export const Guide = Type.Object(
   {
     goal: Type.String(),
-    recommendations: Type.Array(GuideRecommendation, { maxItems: 10 }),
+    recommendations: Type.Array(GuideRecommendation, { maxItems: 10, description: 'Built operations only, best first' }),
+    unavailable: Type.Array(GuideUnavailable, { maxItems: 10, description: 'Matches of the goal that are not built yet; never recommended' }),
     steps: Type.Array(Type.String()),
     notes: Type.Array(Type.String()),
   },
@@ -63,7 +74,7 @@ export const Guide = Type.Object(
 )
 
 export const PlanIdParams = Type.Object(
-  { planId: Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-z0-9][a-z0-9-]*$', description: 'Plan id, e.g. reviews-credit-5' }) },
+  { planId: Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-z0-9][a-z0-9-]*$', description: 'Plan id, e.g. scheduler-credit-5 (see /manifest.json: only plans with purchasable: true are sold)' }) },
   { additionalProperties: false },
 )
 
@@ -71,7 +82,9 @@ export const PlanPurchase = Type.Object(
   {
     planId: Type.String(),
     agentId: Type.String(),
-    status: Type.Literal('active'),
+    status: StringEnum(['active', 'pending'] as const, {
+      description: 'active: the payment settled and the plan is usable; pending: the settlement is not confirmed yet (X-Payment-Status: pending), the plan becomes usable when it is and is cancelled if it fails',
+    }),
     kind: Type.Optional(StringEnum(['credit', 'subscription'] as const)),
     creditMicros: Type.Optional(MicrosString({ description: 'Remaining prepaid credit (credit plans)' })),
     expiresAt: Type.Optional(Timestamp),

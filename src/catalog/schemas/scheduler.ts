@@ -287,7 +287,10 @@ export const Task = Type.Object(
     webhook_enabled: Type.Boolean(),
     next_run_at: Nullable(Timestamp, { description: 'null when nothing is scheduled' }),
     cumulative_cost_micros: MicrosString({ description: 'Lifetime cost so far' }),
-    balance_micros: MicrosString({ description: 'max_amount_usdc_micros (plus top-ups) minus cumulative cost: the escrow (direct rail) or the remaining lifetime cap (marketplace rail)' }),
+    balance_micros: MicrosString({ description: 'max_amount_usdc_micros (plus top-ups) minus cumulative cost: the escrow (direct rail) or the remaining lifetime cap (marketplace rail). Direct rail: settled payments only' }),
+    pending_payment_micros: Type.Optional(
+      MicrosString({ description: 'Direct rail: payments into the escrow (create, top-ups) still settling on-chain; they join balance_micros once settled (runs that need them wait) and are never refunded unless they settle' }),
+    ),
     estimated_ceiling_micros: MicrosString({ description: 'Per-run ceiling reserved before each run' }),
     recovery_hint: Type.Optional(RecoveryHint),
     created_at: Timestamp,
@@ -455,13 +458,31 @@ export const TaskLedger = Type.Object(
   { additionalProperties: false },
 )
 
+export const REFUND_STATES = ['confirmed', 'sending', 'retrying', 'after_run', 'after_payment', 'none'] as const
+
+export const RefundOutlook = Type.Object(
+  {
+    state: StringEnum(REFUND_STATES, {
+      description:
+        'confirmed: sent and mined; sending: on its way; retrying: not sent yet (e.g. the refund wallet is short), retried until confirmed; after_run: sent when the run in flight finishes; after_payment: sent once a payment still settling is known; none: nothing to refund (marketplace rail, dust, or an empty escrow)',
+    }),
+    amount_micros: MicrosString({ description: 'The refund; an estimate (a lower bound) when `estimated`' }),
+    estimated: Type.Boolean(),
+    tx_hash: Nullable(Type.String()),
+    expected_by: Nullable(Timestamp, { description: 'When the refund is next attempted, or by when the run in flight must have finished' }),
+    detail: Type.String(),
+  },
+  { additionalProperties: false },
+)
+
 export const TaskDeleted = Type.Object(
   {
     id: Type.String(),
     status: Type.Literal('deleted'),
     rail: Rail,
-    refunded_micros: MicrosString({ description: 'Direct rail: max_amount minus cumulative cost, refunded on-chain; marketplace: 0' }),
+    refunded_micros: MicrosString({ description: 'Direct rail: max_amount minus cumulative cost, refunded on-chain (confirmed); marketplace: 0' }),
     refund_tx_hash: Nullable(Type.String()),
+    refund: Type.Optional(RefundOutlook),
     deleted_at: Timestamp,
   },
   { additionalProperties: false },

@@ -134,7 +134,9 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
       settleAuthorization: (auth, signature, opts) => chain.settleAuthorization(auth, signature, opts),
       settlementStatus: (txHash) => chain.settlementStatus(txHash),
       isAuthorizationUsed: (from, nonce) => chain.isAuthorizationUsed(from, nonce),
+      findAuthorizationTx: (from, nonce) => chain.findAuthorizationTx(from, nonce),
       transfer: (to, amount, opts) => chain.transfer(to, amount, opts),
+      resend: (tx, expected, opts) => chain.resend(tx, expected, opts),
       balanceOf: (address) => chain.balanceOf(address),
 
       mint(to, amount) {

@@ -28,7 +28,7 @@ import {
 } from 'viem'
 import type { Address, Chain, Hex, TransactionReceipt } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
-import type { ChainLogger, ChainPort, SettlementResult, TransferAuthorization } from './types.ts'
+import type { ChainLogger, ChainPort, SettlementResult, SignedTransaction, TransferAuthorization } from './types.ts'
 import { BASE_CHAIN_ID, BASE_USDC, usdcAbi } from './usdc-abi.ts'
 
 export interface RpcChainOptions {
@@ -54,6 +54,8 @@ export interface RpcChain extends ChainPort {
 
 const DEFAULT_CONFIRMATION_TIMEOUT_MS = 30_000
 const MAX_NONCE_RETRIES = 2
+/** How far back findAuthorizationTx looks (about 5.5 hours of Base blocks). */
+const AUTHORIZATION_LOOKBACK_BLOCKS = 10_000n
 
 type Broadcast =
   | { outcome: 'sent'; hash: Hex }
@@ -106,8 +108,8 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
     chainChecked = true
   }
 
-  /** Signs locally and broadcasts `data` to USDC from the service wallet. */
-  function broadcast(data: Hex): Promise<Broadcast> {
+  /** Signs locally and broadcasts `data` to USDC from the service wallet (after `onSigned`, if given). */
+  function broadcast(data: Hex, onSigned?: (tx: SignedTransaction) => Promise<void>): Promise<Broadcast> {
     return exclusive(async () => {
       for (let attempt = 0; ; attempt++) {
         let nonce: number
@@ -133,6 +135,14 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
           // Nothing has left the process.
           return { outcome: 'rejected', reason: errorReason(err) }
         }
+        if (onSigned) {
+          try {
+            await onSigned({ hash, nonce, raw: serializedTransaction })
+          } catch (err) {
+            // Not recorded, so not sent: the nonce stays free for the next transaction.
+            return { outcome: 'rejected', reason: `could not record the signed transaction: ${errorReason(err)}` }
+          }
+        }
         try {
           await publicClient.sendRawTransaction({ serializedTransaction })
           nextNonce = nonce + 1
@@ -155,6 +165,32 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
     })
   }
 
+  /** The outcome of a mined tx (undefined while it has no receipt). */
+  async function receiptOutcome(hash: Hex, expected: { from: Address; to: Address; value: bigint }): Promise<SettlementResult | undefined> {
+    let receipt: TransactionReceipt
+    try {
+      receipt = await publicClient.getTransactionReceipt({ hash })
+    } catch (err) {
+      if (err instanceof BaseError && err.walk((e) => e instanceof TransactionReceiptNotFoundError)) return undefined
+      throw err
+    }
+    return judgeReceipt(receipt, hash, expected)
+  }
+
+  function judgeReceipt(receipt: TransactionReceipt, hash: Hex, expected: { from: Address; to: Address; value: bigint }): SettlementResult {
+    if (receipt.status !== 'success') return { status: 'failed', reason: 'transaction reverted', txHash: hash }
+    const transfers = parseEventLogs({ abi: usdcAbi, eventName: 'Transfer', logs: receipt.logs, strict: true })
+    const matched = transfers.some(
+      (l) =>
+        isAddressEqual(l.address, usdc) &&
+        isAddressEqual(l.args.from, expected.from) &&
+        isAddressEqual(l.args.to, expected.to) &&
+        l.args.value === expected.value,
+    )
+    if (!matched) return { status: 'failed', reason: 'no matching USDC Transfer log in the receipt', txHash: hash }
+    return { status: 'confirmed', txHash: hash, blockNumber: receipt.blockNumber }
+  }
+
   /** Waits for the receipt of a broadcast tx and checks the expected USDC Transfer log. */
   async function awaitOutcome(
     hash: Hex,
@@ -174,17 +210,7 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
       // viem follows replacements; ours was dropped for another tx with the same nonce.
       return { status: 'failed', reason: `replaced by ${receipt.transactionHash}`, txHash: hash }
     }
-    if (receipt.status !== 'success') return { status: 'failed', reason: 'transaction reverted', txHash: hash }
-    const transfers = parseEventLogs({ abi: usdcAbi, eventName: 'Transfer', logs: receipt.logs, strict: true })
-    const matched = transfers.some(
-      (l) =>
-        isAddressEqual(l.address, usdc) &&
-        isAddressEqual(l.args.from, expected.from) &&
-        isAddressEqual(l.args.to, expected.to) &&
-        l.args.value === expected.value,
-    )
-    if (!matched) return { status: 'failed', reason: 'no matching USDC Transfer log in the receipt', txHash: hash }
-    return { status: 'confirmed', txHash: hash, blockNumber: receipt.blockNumber }
+    return judgeReceipt(receipt, hash, expected)
   }
 
   async function write(
@@ -193,6 +219,7 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
     data: Hex,
     expected: { from: Address; to: Address; value: bigint },
     timeoutMs: number,
+    onSigned?: (tx: SignedTransaction) => Promise<void>,
   ): Promise<SettlementResult> {
     const started = performance.now()
     try {
@@ -202,7 +229,7 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
       log?.info({ op, reason }, 'chain: simulation failed, nothing broadcast')
       return { status: 'failed', reason }
     }
-    const sent = await broadcast(data)
+    const sent = await broadcast(data, onSigned)
     if (sent.outcome === 'rejected') {
       log?.warn({ op, reason: sent.reason }, 'chain: broadcast rejected')
       return { status: 'failed', reason: sent.reason }
@@ -253,6 +280,22 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
       return publicClient.readContract({ address: usdc, abi: usdcAbi, functionName: 'authorizationState', args: [from, nonce] })
     },
 
+    async findAuthorizationTx(from, nonce) {
+      assertOpen()
+      // Authorizations live minutes: the recent blocks hold the log. Searched newest first, in
+      // windows small enough for public RPC range limits.
+      const head = await publicClient.getBlockNumber()
+      const WINDOW = 2_000n
+      for (let to = head, searched = 0n; to >= 0n && searched < AUTHORIZATION_LOOKBACK_BLOCKS; to -= WINDOW, searched += WINDOW) {
+        const fromBlock = to >= WINDOW - 1n ? to - (WINDOW - 1n) : 0n
+        const logs = await publicClient.getContractEvents({ address: usdc, abi: usdcAbi, eventName: 'AuthorizationUsed', args: { authorizer: from, nonce }, fromBlock, toBlock: to })
+        const found = logs.at(-1)
+        if (found?.transactionHash) return found.transactionHash
+        if (fromBlock === 0n) break
+      }
+      return undefined
+    },
+
     async transfer(to, amount, opts) {
       assertOpen()
       if (amount <= 0n) return { status: 'failed', reason: 'amount must be positive' }
@@ -264,7 +307,35 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
         encodeFunctionData({ abi: usdcAbi, functionName: 'transfer', args }),
         { from: account.address, to, value: amount },
         timeoutMs,
+        opts?.onSigned,
       )
+    },
+
+    async resend(tx, expected, opts) {
+      assertOpen()
+      const timeoutMs = opts?.timeoutMs ?? defaultTimeoutMs
+      const outcome = { from: account.address, to: expected.to, value: expected.value }
+      // The nonce first, then the receipt: a tx mined in between is seen by the receipt lookup.
+      const mined = await publicClient.getTransactionCount({ address: account.address, blockTag: 'latest' })
+      const known = await receiptOutcome(tx.hash, outcome)
+      if (known !== undefined) return known
+      if (mined > tx.nonce) return { status: 'superseded' }
+      return exclusive(async () => {
+        try {
+          await publicClient.sendRawTransaction({ serializedTransaction: tx.raw })
+        } catch (err) {
+          const reason = errorReason(err)
+          if (!/already known|known transaction|already imported|nonce too low|nonce has already been used/i.test(reason)) {
+            if (isTransportError(err)) return { status: 'pending' as const, txHash: tx.hash }
+            log?.warn({ txHash: tx.hash, reason }, 'chain: resend refused')
+          }
+        }
+        nextNonce = undefined // the node's view of our nonce may have moved
+        const result = await awaitOutcome(tx.hash, outcome, timeoutMs)
+        if (result.status !== 'pending') return result
+        const after = await publicClient.getTransactionCount({ address: account.address, blockTag: 'latest' })
+        return after > tx.nonce && (await receiptOutcome(tx.hash, outcome)) === undefined ? { status: 'superseded' as const } : result
+      })
     },
 
     async balanceOf(address) {

@@ -20,6 +20,13 @@ export type SettlementResult =
    */
   | { status: 'pending'; txHash: Hex }
 
+/** A transaction signed by the service wallet, not necessarily broadcast. */
+export interface SignedTransaction {
+  hash: Hex
+  nonce: number
+  raw: Hex
+}
+
 export interface ChainPort {
   readonly kind: 'dev' | 'rpc'
   readonly chainId: number
@@ -32,8 +39,20 @@ export interface ChainPort {
   settlementStatus(txHash: Hex): Promise<'confirmed' | 'failed' | 'pending'>
   /** USDC.authorizationState(from, nonce): true once the nonce was used on-chain. */
   isAuthorizationUsed(from: Address, nonce: Hex): Promise<boolean>
-  /** USDC transfer from the service wallet (refunds). Waits for the receipt. */
-  transfer(to: Address, amount: bigint, options?: { timeoutMs?: number }): Promise<SettlementResult>
+  /** The transaction that used an authorization's nonce (its AuthorizationUsed log), if found in recent blocks. */
+  findAuthorizationTx(from: Address, nonce: Hex): Promise<Hex | undefined>
+  /**
+   * USDC transfer from the service wallet (refunds). Waits for the receipt. `onSigned` runs after
+   * the transaction is signed and before it is broadcast: a caller that stores it there can resume
+   * it after a crash with `resend`, instead of ever paying twice.
+   */
+  transfer(to: Address, amount: bigint, options?: { timeoutMs?: number; onSigned?: (tx: SignedTransaction) => Promise<void> }): Promise<SettlementResult>
+  /**
+   * Resumes a transfer signed earlier: its receipt if mined; `superseded` if its nonce was used by
+   * another transaction (it can never be mined: sign a new one); else broadcast again (same bytes,
+   * same hash: idempotent) and wait for the receipt.
+   */
+  resend(tx: SignedTransaction, expected: { to: Address; value: bigint }, options?: { timeoutMs?: number }): Promise<SettlementResult | { status: 'superseded' }>
   balanceOf(address: Address): Promise<bigint>
   close(): Promise<void>
 }

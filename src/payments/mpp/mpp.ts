@@ -25,6 +25,7 @@ import {
   type VerifiedPayment,
 } from '../types.ts'
 import { TEMPO_CHAIN_ID, type TempoClientFactory } from './tempo-rpc.ts'
+import type { PendingReconciler } from '../guard.ts'
 
 /** Tempo mainnet USDC (TIP-20, 6 decimals). */
 export const TEMPO_USDC: Address = '0x20C000000000000000000000b9537d11c60E8b50'
@@ -406,5 +407,30 @@ function trackBroadcasts(
       }
     }) as Client['request']
     return Object.assign({}, client, { request: tracked }) as Client
+  }
+}
+
+/** How long an MPP charge transaction that no node knows may still appear (its validity is far shorter). */
+const MPP_UNSEEN_GIVE_UP_MS = 15 * 60_000
+
+/**
+ * Decides an MPP charge whose outcome is unknown, from its transaction's receipt on Tempo: mined
+ * and successful = settled, reverted = failed; unseen for much longer than a charge transaction
+ * stays valid = failed (it can never be mined); otherwise pending.
+ */
+export function mppReconciler(getClient: TempoClientFactory, now: () => number = Date.now): PendingReconciler {
+  return async ({ reference, detail, since }) => {
+    const hash = (reference || (detail.txHash as string | undefined)) as Hex | undefined
+    if (!hash) return { status: 'failed', reason: 'no transaction to look up' }
+    const client = await getClient({ chainId: TEMPO_CHAIN_ID })
+    let receipt: { status: string } | null = null
+    try {
+      receipt = (await client.request({ method: 'eth_getTransactionReceipt', params: [hash] } as never)) as { status: string } | null
+    } catch (err) {
+      if (isUncertain(err)) return { status: 'pending' }
+      throw err
+    }
+    if (receipt) return receipt.status === '0x1' ? { status: 'settled', reference: hash } : { status: 'failed', reason: 'the charge transaction reverted' }
+    return now() - since.getTime() > MPP_UNSEEN_GIVE_UP_MS ? { status: 'failed', reason: 'the charge transaction was never mined' } : { status: 'pending' }
   }
 }

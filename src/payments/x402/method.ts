@@ -4,7 +4,7 @@ import { encodePaymentResponseHeader } from '@x402/core/http'
 import type { ChainPort } from '../chain/index.ts'
 import type { PaymentMethod, PendingReconciler } from '../guard.ts'
 import { X402_NETWORK_CAIP2, X402_NETWORK_V1 } from '../networks.ts'
-import type { Hex, SettlementOutcome } from '../types.ts'
+import type { Hex, SettlementOutcome, TransferAuthorization } from '../types.ts'
 import { x402Challenge } from './challenge.ts'
 import { decodeX402Proof } from './decode.ts'
 import { verifyX402 } from './verify.ts'
@@ -35,16 +35,22 @@ export function x402Method(options: X402MethodOptions): PaymentMethod {
         amountMicros: verified.amountMicros,
         replayKey: `x402:${verified.replayKey}`,
         zeroValue: verified.amountMicros === 0n,
+        // What the reconciler needs to finish or judge this settlement after a crash. The signature
+        // is no secret: it can only move this amount from the payer to payTo, as the payer signed.
         detail: {
           from: auth.from,
+          to: auth.to,
+          value: auth.value.toString(),
+          validAfter: auth.validAfter.toString(),
           nonce: auth.nonce,
           validBefore: auth.validBefore.toString(),
+          signature: proof.signature,
           payTo: quote.payTo,
           network,
         },
         // Once per payment, however often it is called: a second call returns the first outcome.
         settle() {
-          settled ??= options.chain.settleAuthorization(auth, proof.signature, { timeoutMs: options.settleTimeoutMs }).then((result): SettlementOutcome => {
+          settled ??= options.chain.settleAuthorization(auth, proof.signature, { timeoutMs: options.settleTimeoutMs }).then(async (result): Promise<SettlementOutcome> => {
             if (result.status === 'confirmed') {
               const header = encodePaymentResponseHeader({ success: true, transaction: result.txHash, network: network as `${string}:${string}`, payer: verified.payer })
               return {
@@ -56,7 +62,7 @@ export function x402Method(options: X402MethodOptions): PaymentMethod {
               }
             }
             if (result.status === 'pending') return { status: 'pending', reference: result.txHash }
-            return { status: 'failed', reason: result.reason }
+            return settlementFailed(options.chain, auth, result.reason)
           })
           return settled
         },
@@ -65,18 +71,59 @@ export function x402Method(options: X402MethodOptions): PaymentMethod {
   }
 }
 
-/** A broadcast we lost track of: ask the chain. After validBefore an unused nonce can never move. */
+/**
+ * A settlement that reports failure is final only if the authorization was not used after all
+ * (another broadcast of the same authorization may have landed first): then it is left pending
+ * and the reconciler reads the outcome from the chain.
+ */
+async function settlementFailed(chain: ChainPort, auth: TransferAuthorization, reason: string): Promise<SettlementOutcome> {
+  try {
+    if (await chain.isAuthorizationUsed(auth.from, auth.nonce)) return { status: 'pending', reference: '' }
+  } catch {
+    return { status: 'pending', reference: '' }
+  }
+  return { status: 'failed', reason }
+}
+
+function authorizationOf(detail: Record<string, unknown>): { auth: TransferAuthorization; signature: Hex } | undefined {
+  const { from, to, value, validAfter, validBefore, nonce, signature } = detail as Record<string, string | undefined>
+  if (!from || !to || !value || !validAfter || !validBefore || !nonce || !signature) return undefined
+  return {
+    auth: { from: from as Hex, to: to as Hex, value: BigInt(value), validAfter: BigInt(validAfter), validBefore: BigInt(validBefore), nonce: nonce as Hex },
+    signature: signature as Hex,
+  }
+}
+
+/**
+ * Decides an x402 settlement whose outcome is unknown, from the chain:
+ * - the authorization's nonce is used on-chain: settled (reference: our tx, or the one that used it);
+ * - unused and past validBefore: it can never move, so it failed;
+ * - unused, still valid, and its request died mid-settlement ('settling'): the work is bound and
+ *   was bought, so the settlement is finished here (the authorization makes this idempotent:
+ *   a second broadcast of it can only revert);
+ * - otherwise pending: asked again on the next pass.
+ */
 export function x402Reconciler(chain: ChainPort, now: () => number): PendingReconciler {
-  return async ({ reference, detail }) => {
+  return async ({ state, reference, detail }) => {
     if (reference) {
       const status = await chain.settlementStatus(reference as Hex)
-      if (status !== 'pending') return status === 'confirmed' ? 'settled' : 'failed'
+      if (status === 'confirmed') return { status: 'settled', reference }
     }
     const from = detail.from as Hex | undefined
     const nonce = detail.nonce as Hex | undefined
-    if (!from || !nonce) return 'pending'
-    if (await chain.isAuthorizationUsed(from, nonce)) return 'settled'
+    if (!from || !nonce) return { status: 'pending' }
+    if (await chain.isAuthorizationUsed(from, nonce)) {
+      const tx = await chain.findAuthorizationTx(from, nonce).catch(() => undefined)
+      return { status: 'settled', reference: tx ?? reference ?? '' }
+    }
     const validBefore = Number(detail.validBefore ?? 0) * 1000
-    return now() > validBefore ? 'failed' : 'pending'
+    if (now() > validBefore) return { status: 'failed', reason: 'the authorization expired unused' }
+    const signed = authorizationOf(detail)
+    if (state !== 'settling' || signed === undefined) return { status: 'pending' }
+    const result = await chain.settleAuthorization(signed.auth, signed.signature)
+    if (result.status === 'confirmed') return { status: 'settled', reference: result.txHash }
+    if (result.status === 'pending') return { status: 'pending', reference: result.txHash }
+    // Not final while the authorization is valid: the next pass asks again.
+    return { status: 'pending' }
   }
 }

@@ -71,6 +71,12 @@ export interface TransitionFacts {
   readonly ceiling_micros: Micros
   /** Remaining escrow (direct) or cap (marketplace) minus open reservations; before a top-up. */
   readonly available_micros: Micros
+  /**
+   * Direct-rail payments (create, top-ups) whose settlement is not known yet. They count for the
+   * task's state (a top-up resumes it), but no run starts on them and no escrow closes before
+   * they are decided. Absent = 0.
+   */
+  readonly pending_micros?: Micros
   /** A run of this task is claimed or running. */
   readonly run_in_flight: boolean
 }
@@ -85,6 +91,11 @@ export type TaskEvent =
   | { readonly type: 'tick' }
   | { readonly type: 'run_finished'; readonly outcome: RunOutcome; readonly consecutive_infra_failures: number }
   | { readonly type: 'terminate'; readonly reason: TerminationReason }
+  /**
+   * A provisional payment was decided (settled, or failed for good). A failed create payment
+   * deletes the task it was to buy; anything else only lets a waiting escrow close.
+   */
+  | { readonly type: 'payment_decided'; readonly settled: boolean; readonly create: boolean }
 
 export interface RecoveryHint {
   readonly reason: 'insufficient_funds' | 'paused_manually'
@@ -105,16 +116,17 @@ export type Effect =
   /** Reserve the ceiling (escrow.reserveForRun) and start the run. */
   | { readonly type: 'start_run'; readonly trigger: RunTrigger; readonly reserve_micros: Micros }
   | { readonly type: 'skip_run'; readonly reason: 'not_active' | 'run_in_flight' | 'insufficient_funds' | 'schedule_ended' }
-  /** Leave the queued run for the next dispatch pass. */
+  /** Leave the queued run for the next dispatch pass (a run in flight, or money still settling). */
   | { readonly type: 'defer_run' }
   | { readonly type: 'record_top_up'; readonly amount_micros: Micros }
   /** Ask the in-flight run to stop (Run spec.cancelRequested). */
   | { readonly type: 'cancel_in_flight_run' }
   /**
    * Close the escrow (escrow.closeEscrow): refund + dust forfeit on the direct rail, nothing on
-   * the marketplace rail. `after_in_flight_run`: once the in-flight run has finalised.
+   * the marketplace rail. `after_in_flight_run`: once the in-flight run has finalised;
+   * `after_pending_payments`: once every provisional payment is decided.
    */
-  | { readonly type: 'close_escrow'; readonly when: 'now' | 'after_in_flight_run'; readonly refund: boolean }
+  | { readonly type: 'close_escrow'; readonly when: 'now' | 'after_in_flight_run' | 'after_pending_payments'; readonly refund: boolean }
   /** Persist this transition, then answer the caller with this error. */
   | { readonly type: 'reject'; readonly error: AppError }
 
@@ -194,11 +206,21 @@ function endReached(task: TaskSnapshot, now: Date): boolean {
   return task.scheduled && task.end_at !== null && Date.parse(task.end_at) <= now.getTime()
 }
 
-function complete(task: TaskSnapshot, extra: readonly Effect[] = []): TransitionResult {
+function complete(task: TaskSnapshot, facts: TransitionFacts, extra: readonly Effect[] = []): TransitionResult {
   return {
     next: 'completed',
-    effects: [...extra, { type: 'clear_next_run' }, { type: 'clear_recovery_hint' }, { type: 'close_escrow', when: 'now', refund: task.rail === 'direct' }],
+    effects: [...extra, { type: 'clear_next_run' }, { type: 'clear_recovery_hint' }, closeEscrow(task, { ...facts, run_in_flight: false })],
   }
+}
+
+const pendingOf = (facts: TransitionFacts): Micros => facts.pending_micros ?? 0n
+
+/** Closes now, or once the in-flight run finalised / the provisional payments are decided. */
+function closeEscrow(task: TaskSnapshot, facts: TransitionFacts): Effect {
+  const refund = task.rail === 'direct'
+  if (facts.run_in_flight) return { type: 'close_escrow', when: 'after_in_flight_run', refund }
+  if (pendingOf(facts) > 0n) return { type: 'close_escrow', when: 'after_pending_payments', refund }
+  return { type: 'close_escrow', when: 'now', refund }
 }
 
 /** Where a new task starts: SPEC's "(creation)" row. */
@@ -227,7 +249,7 @@ function dispatch(task: TaskSnapshot, trigger: RunTrigger, facts: TransitionFact
       return unchanged(task, [{ type: 'skip_run', reason: 'schedule_ended' }])
     }
     const reject: Effect[] = sync ? [{ type: 'reject', error: stateError('completed') }] : [{ type: 'skip_run', reason: 'schedule_ended' }]
-    return complete(task, reject)
+    return complete(task, facts, reject)
   }
   if (facts.run_in_flight) {
     switch (trigger) {
@@ -243,6 +265,11 @@ function dispatch(task: TaskSnapshot, trigger: RunTrigger, facts: TransitionFact
     }
   }
   if (facts.available_micros < facts.ceiling_micros) {
+    if (facts.available_micros + pendingOf(facts) >= facts.ceiling_micros) {
+      // The money is paid but not settled yet: the run waits for it (seconds), it is not skipped.
+      if (sync) throw paymentSettling(facts)
+      return unchanged(task, [{ type: 'defer_run' }])
+    }
     const effects: Effect[] = [
       { type: 'skip_run', reason: 'insufficient_funds' },
       { type: 'clear_next_run' },
@@ -258,10 +285,19 @@ function dispatch(task: TaskSnapshot, trigger: RunTrigger, facts: TransitionFact
 }
 
 function close(task: TaskSnapshot, facts: TransitionFacts): Effect[] {
-  const refund = task.rail === 'direct'
-  return facts.run_in_flight
-    ? [{ type: 'cancel_in_flight_run' }, { type: 'close_escrow', when: 'after_in_flight_run', refund }]
-    : [{ type: 'close_escrow', when: 'now', refund }]
+  return facts.run_in_flight ? [{ type: 'cancel_in_flight_run' }, closeEscrow(task, facts)] : [closeEscrow(task, facts)]
+}
+
+function paymentSettling(facts: TransitionFacts): AppError {
+  return new AppError('PAYMENT_SETTLING', `The escrow's latest payment (${formatUsd(pendingOf(facts))} USD) is still settling on-chain; retry in a few seconds`, {
+    headers: { 'retry-after': '5' },
+    extensions: { pending_micros: pendingOf(facts).toString(), available_micros: facts.available_micros.toString(), ceiling_micros: facts.ceiling_micros.toString() },
+  })
+}
+
+/** What the task's state may count on: settled money plus payments still settling. */
+function fundedFacts(facts: TransitionFacts): TransitionFacts {
+  return { ...facts, available_micros: facts.available_micros + pendingOf(facts) }
 }
 
 /** One step of the task state machine; throws the AppError to answer when the event is refused. */
@@ -279,7 +315,7 @@ export function transition(task: TaskSnapshot, event: TaskEvent, facts: Transiti
     case 'resume':
       if (isTerminal(status)) throw stateError(status)
       if (status === 'active') return unchanged(task)
-      if (facts.available_micros < facts.ceiling_micros) throw insufficient(task, facts)
+      if (fundedFacts(facts).available_micros < facts.ceiling_micros) throw insufficient(task, fundedFacts(facts))
       return { next: 'active', effects: [{ type: 'clear_recovery_hint' }, { type: 'schedule_next' }] }
 
     case 'fund': {
@@ -287,11 +323,11 @@ export function transition(task: TaskSnapshot, event: TaskEvent, facts: Transiti
       if (event.amount_micros <= 0n) {
         throw new AppError('INSUFFICIENT_FUND_AMOUNT', 'top_up_amount_micros must be positive', { field: 'body.top_up_amount_micros' })
       }
-      const after = facts.available_micros + event.amount_micros
+      const after = fundedFacts(facts).available_micros + event.amount_micros
       const topUp: Effect = { type: 'record_top_up', amount_micros: event.amount_micros }
       if (status !== 'paused_insufficient_funds') return unchanged(task, [topUp])
       if (after < facts.ceiling_micros) {
-        const gap = shortfall(facts)
+        const gap = shortfall(fundedFacts(facts))
         throw new AppError(
           'INSUFFICIENT_FUND_AMOUNT',
           `A top-up of ${event.amount_micros} micros leaves the task below its per-run ceiling; fund at least ${gap} micros to resume it`,
@@ -314,18 +350,28 @@ export function transition(task: TaskSnapshot, event: TaskEvent, facts: Transiti
 
     case 'tick':
       if (isTerminal(status) || facts.run_in_flight || !endReached(task, facts.now)) return unchanged(task)
-      return complete(task)
+      return complete(task, facts)
 
     case 'run_finished': {
+      const settledRun = { ...facts, run_in_flight: false }
       if (isTerminal(status)) {
-        // A delete/terminate that waited for this run closes now; closing twice moves nothing.
-        return unchanged(task, [{ type: 'close_escrow', when: 'now', refund: task.rail === 'direct' }])
+        // A delete/terminate that waited for this run closes now (or once its payments are
+        // decided); closing twice moves nothing.
+        return unchanged(task, [closeEscrow(task, settledRun)])
       }
       if (event.outcome === 'infra_error' && event.consecutive_infra_failures >= INFRA_FAILURE_LIMIT) {
-        return { next: 'terminated', effects: [{ type: 'clear_next_run' }, { type: 'clear_recovery_hint' }, ...close(task, { ...facts, run_in_flight: false })] }
+        return { next: 'terminated', effects: [{ type: 'clear_next_run' }, { type: 'clear_recovery_hint' }, ...close(task, settledRun)] }
       }
-      if (endReached(task, facts.now)) return complete(task)
+      if (endReached(task, facts.now)) return complete(task, settledRun)
       return unchanged(task)
+    }
+
+    case 'payment_decided': {
+      // A closing escrow that waited for this payment closes once nothing else is pending.
+      if (isTerminal(status)) return unchanged(task, [closeEscrow(task, facts)])
+      if (event.settled || !event.create) return unchanged(task)
+      // The payment that was to buy the task failed: the task goes, with whatever it holds refunded.
+      return { next: 'deleted', effects: [{ type: 'clear_next_run' }, { type: 'clear_recovery_hint' }, ...close(task, facts)] }
     }
 
     case 'terminate':

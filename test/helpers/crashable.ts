@@ -1,0 +1,105 @@
+// A process that can be killed at any step, in-process. To the rest of the world a process is its
+// connections: what it wrote to the database and sent to the chain before it died is there, and
+// nothing after. So a "process" here is a set of components built over a ProcessLife that wraps
+// the shared database and chain port: every statement, transaction and chain call is one step;
+// `kill` (armed at a step, before or after it runs) makes that step and every later one throw.
+// An open transaction then rolls back, exactly as a killed connection's would, and the zombie's
+// catch blocks and timers can reach nothing. A fresh ProcessLife over the same database and chain
+// is the restarted process.
+import type { Db, Queryable } from '../../src/platform/db/index.ts'
+import type { ChainPort } from '../../src/payments/chain/types.ts'
+
+export class Killed extends Error {
+  constructor(step: string) {
+    super(`the process was killed (${step})`)
+    this.name = 'Killed'
+  }
+}
+
+export interface KillPoint {
+  /** 1-based index of the step. */
+  step: number
+  /** before: the step never runs; after: it runs (a statement commits, a tx is mined), its answer is lost. */
+  when: 'before' | 'after'
+}
+
+export class ProcessLife {
+  steps = 0
+  killed = false
+  /** Labels of the steps taken, for failure messages. */
+  readonly trace: string[] = []
+  killAt: KillPoint | undefined
+  /** Steps are only counted (and kill points only apply) while armed. */
+  armed = false
+
+  kill(): void {
+    this.killed = true
+  }
+
+  async step<T>(label: string, fn: () => Promise<T>): Promise<T> {
+    if (this.killed) throw new Killed(label)
+    let mine = 0
+    if (this.armed) {
+      mine = ++this.steps
+      this.trace.push(label)
+      if (this.killAt?.step === mine && this.killAt.when === 'before') {
+        this.kill()
+        throw new Killed(`before ${label}`)
+      }
+    }
+    const result = await fn()
+    if (this.killed) throw new Killed(`during ${label}`)
+    if (this.armed && this.killAt?.step === mine && this.killAt.when === 'after') {
+      this.kill()
+      throw new Killed(`after ${label}`)
+    }
+    return result
+  }
+}
+
+function label(sql: string): string {
+  return sql.replace(/\s+/g, ' ').trim().slice(0, 60)
+}
+
+function queryable(inner: Queryable, life: ProcessLife, prefix: string): Queryable {
+  return {
+    query: (sql, params) => life.step(`${prefix}${label(sql)}`, () => inner.query(sql, params)),
+    exec: (sql) => life.step(`${prefix}exec`, () => inner.exec(sql)),
+  }
+}
+
+export function crashableDb(db: Db, life: ProcessLife): Db {
+  const outer = queryable(db, life, '')
+  return {
+    kind: db.kind,
+    query: outer.query,
+    exec: outer.exec,
+    transaction: (fn) => life.step('transaction (commit)', () => db.transaction((tx) => fn(queryable(tx, life, 'tx: ')))),
+    ping: () => (life.killed ? Promise.resolve(false) : db.ping()),
+    // The shared database outlives every process.
+    close: async () => {},
+  }
+}
+
+export function crashableChain(chain: ChainPort, life: ProcessLife): ChainPort {
+  return {
+    kind: chain.kind,
+    chainId: chain.chainId,
+    usdc: chain.usdc,
+    serviceAddress: chain.serviceAddress,
+    settleAuthorization: (auth, signature, options) => life.step('chain: settleAuthorization', () => chain.settleAuthorization(auth, signature, options)),
+    settlementStatus: (hash) => life.step('chain: settlementStatus', () => chain.settlementStatus(hash)),
+    isAuthorizationUsed: (from, nonce) => life.step('chain: isAuthorizationUsed', () => chain.isAuthorizationUsed(from, nonce)),
+    findAuthorizationTx: (from, nonce) => life.step('chain: findAuthorizationTx', () => chain.findAuthorizationTx(from, nonce)),
+    transfer: (to, amount, options) =>
+      life.step('chain: transfer', () =>
+        chain.transfer(to, amount, {
+          ...options,
+          ...(options?.onSigned ? { onSigned: (tx) => life.step('chain: transfer signed', () => (options.onSigned as NonNullable<typeof options.onSigned>)(tx)) } : {}),
+        }),
+      ),
+    resend: (tx, expected, options) => life.step('chain: resend', () => chain.resend(tx, expected, options)),
+    balanceOf: (address) => life.step('chain: balanceOf', () => chain.balanceOf(address)),
+    close: () => chain.close(),
+  }
+}

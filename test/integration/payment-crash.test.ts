@@ -1,0 +1,193 @@
+// Money conservation under crashes (issue 12, finding 1): the real gateway and scheduler apps,
+// the real x402 client signing, a real anvil chain, PGlite and Postgres. A process is killed at
+// EVERY step of a paid request (each statement, transaction commit and chain call, before it
+// runs and after it ran but before its answer arrived: test/helpers/crashable.ts), then a fresh
+// process on the same database and chain reconciles, every task is deleted and every refund sent.
+// Then, for every buyer, on-chain: balance = minted - what the plans they hold cost (tasks are
+// deleted without runs, so everything paid into escrow comes back), the service wallet gained
+// exactly that, and the database agrees with the chain (a payment is settled in the database iff
+// its authorization was used on-chain; no provisional work, reservation or refund is left over).
+// The concurrent part kills a process in the middle of many requests at once.
+import { randomBytes } from 'node:crypto'
+import t from 'tap'
+import type { Test } from 'tap'
+import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts'
+import type { Address, Hex } from 'viem'
+import { openDb, type Db } from '../../src/platform/db/index.ts'
+import { migrate } from '../../src/platform/db/migrate.ts'
+import type { Clock } from '../../src/platform/clock.ts'
+import { startDevChain, ANVIL_ACCOUNT_0_KEY, type StartedDevChain } from '../../src/payments/chain/dev.ts'
+import type { KillPoint } from '../helpers/crashable.ts'
+import { boot, createCall, fundCall, PLAN_PRICE, purchaseCall, send, shutdown, sign, type Call } from '../helpers/paid-process.ts'
+import { throwawayDatabase } from '../helpers/servers.ts'
+
+const MINTED = 20_000_000n
+
+/** `broke-*`: the buyer signs but holds no USDC, so the settlement fails and the work is reversed. */
+type Kind = 'create' | 'fund' | 'purchase' | 'delete' | 'broke-create' | 'broke-purchase'
+
+interface Scenario {
+  kinds: Kind[]
+  kill: KillPoint | undefined
+}
+
+interface Outcome {
+  /** Steps the armed part took (to enumerate kill points). */
+  steps: number
+  killed: boolean
+  trace: string[]
+}
+
+async function suite(t: Test, db: Db, dev: StartedDevChain): Promise<void> {
+  await migrate(db)
+  const settlerKey = ANVIL_ACCOUNT_0_KEY
+  const payTo = privateKeyToAccount(settlerKey).address // payments land in the refunding wallet
+  const balance = (who: Address) => dev.balanceOf(who)
+
+  /** Runs one scenario: setup, the armed requests (killed at `kill`), restart, reconcile, delete all, check. */
+  async function run(t: Test, scenario: Scenario): Promise<Outcome> {
+    const buyers = scenario.kinds.map(() => privateKeyToAccount(generatePrivateKey()))
+    const minted = scenario.kinds.map((kind) => (kind.startsWith('broke-') ? 0n : MINTED))
+    await Promise.all(buyers.map((buyer, i) => (minted[i] ? dev.mint(buyer.address, minted[i] as bigint) : undefined)))
+    const serviceBefore = await balance(payTo)
+    const first = await boot(db, dev, settlerKey, payTo)
+    // Setup (unarmed): what each request needs, and its signed proof.
+    const prepared: { kind: Kind; buyer: PrivateKeyAccount; call?: Call; proof?: Record<string, string>; taskId?: string }[] = []
+    for (const [i, kind] of scenario.kinds.entries()) {
+      const buyer = buyers[i] as PrivateKeyAccount
+      if (kind === 'create' || kind === 'broke-create') {
+        const call = createCall(`crash-${randomBytes(6).toString('hex')}`)
+        prepared.push({ kind, buyer, call, proof: await sign(first, buyer, call) })
+      } else if (kind === 'purchase' || kind === 'broke-purchase') {
+        const registration = await first.gateway.inject({ method: 'POST', url: '/auth/register' })
+        const call = purchaseCall((registration.json() as { accessToken: string }).accessToken)
+        prepared.push({ kind, buyer, call, proof: await sign(first, buyer, call) })
+      } else {
+        const create = createCall(`crash-setup-${randomBytes(6).toString('hex')}`)
+        const created = await send(first, create, await sign(first, buyer, create))
+        if (created.status !== 201) throw new Error(`setup create answered ${created.status}: ${JSON.stringify(created.body)}`)
+        const taskId = created.body.id as string
+        if (kind === 'fund') {
+          const call = fundCall(taskId, `crash-fund-${randomBytes(6).toString('hex')}`)
+          prepared.push({ kind, buyer, call, proof: await sign(first, buyer, call), taskId })
+        } else prepared.push({ kind, buyer, taskId })
+      }
+    }
+    // The armed part: every request at once; the process dies at the kill point.
+    first.life.killAt = scenario.kill
+    first.life.armed = true
+    await Promise.allSettled(
+      prepared.map((p) => (p.kind === 'delete' ? first.service.deleteTask(p.taskId as string, p.buyer.address) : send(first, p.call as Call, p.proof))),
+    )
+    const outcome: Outcome = { steps: first.life.steps, killed: first.life.killed, trace: [...first.life.trace] }
+    await shutdown(first)
+
+    // The restarted process: decide what the dead one left open, as its timers would (the stale
+    // windows and refund leases taken as passed), then delete everything and send every refund.
+    // Its clock can jump past every authorization's validBefore: what is still open then (a
+    // settlement that cannot complete: the buyer is broke) can never move and is decided failed.
+    let offsetMs = 0
+    const clock: Clock = { now: () => new Date(Date.now() + offsetMs), nowMs: () => Date.now() + offsetMs }
+    const second = await boot(db, dev, settlerKey, payTo, clock)
+    const payers = buyers.map((b) => b.address.toLowerCase())
+    const openPayments = async () =>
+      Number((await db.query<{ n: bigint }>(`select count(*)::int8 as n from payment_reservations where payer = any($1::text[]) and state in ('reserved', 'settling', 'pending')`, [payers]))[0]?.n ?? 0n)
+    for (let pass = 0; pass < 10 && (await openPayments()) > 0; pass += 1) {
+      if (pass === 3) offsetMs = 3_600_000
+      await second.payments.reconcile({ reservedStaleMs: 0, settlingStaleMs: 0 })
+    }
+    const tasks = await db.query<{ id: string; owner: string; status: string }>(`select id, owner, status from scheduler_tasks where owner = any($1::text[])`, [payers])
+    for (const task of tasks) {
+      if (task.status !== 'deleted') await second.service.deleteTask(task.id, task.owner)
+    }
+    for (let pass = 0; pass < 10; pass += 1) {
+      await db.query(`update scheduler_refunds set next_attempt_at = now() where state <> 'confirmed'`)
+      await second.service.recover()
+      const open = await db.query(`select 1 from scheduler_refunds r join scheduler_tasks t on t.id = r.task_id where t.owner = any($1::text[]) and r.state <> 'confirmed'`, [payers])
+      if (open.length === 0) break
+    }
+    await shutdown(second)
+
+    // The checks.
+    const where = `kill ${scenario.kill ? `${scenario.kill.when} step ${scenario.kill.step} (${outcome.trace[scenario.kill.step - 1] ?? 'beyond the last step'})` : 'none'} of ${scenario.kinds.join('+')}`
+    const problems: string[] = []
+    if ((await openPayments()) > 0) problems.push('open reservations left')
+    const leftovers = await db.query<{ what: string }>(
+      `select 'provisional charge' as what from scheduler_charges c join scheduler_tasks t on t.id = c.task_id where t.owner = any($1::text[]) and c.state = 'provisional'
+       union all select 'refund not confirmed' from scheduler_refunds r join scheduler_tasks t on t.id = r.task_id where t.owner = any($1::text[]) and r.state <> 'confirmed'
+       union all select 'charge row without tx hash' from scheduler_ledger l join scheduler_tasks t on t.id = l.task_id where t.owner = any($1::text[]) and l.kind = 'charge' and l.tx_hash is null
+       union all select 'task not deleted' from scheduler_tasks where owner = any($1::text[]) and status <> 'deleted'
+       union all select 'escrow not closed to 0' from scheduler_tasks t where owner = any($1::text[]) and (select coalesce(sum(amount_micros), 0) from scheduler_ledger l where l.task_id = t.id) <> 0`,
+      [payers],
+    )
+    problems.push(...leftovers.map((row) => row.what))
+    // The database agrees with the chain about every payment.
+    const reservations = await db.query<{ state: string; detail: { from: Hex; nonce: Hex } }>(`select state, detail from payment_reservations where payer = any($1::text[])`, [payers])
+    for (const r of reservations) {
+      const used = await dev.isAuthorizationUsed(r.detail.from, r.detail.nonce)
+      if (used !== (r.state === 'settled')) problems.push(`reservation ${r.state} but authorization ${used ? 'used' : 'unused'} on-chain`)
+    }
+    // Conservation, per buyer and for the service wallet.
+    const plans = await db.query<{ payer: string; n: bigint }>(
+      `select r.payer, count(*)::int8 as n from plan_purchases p join payment_reservations r on r.replay_key = p.replay_key where r.payer = any($1::text[]) and p.state = 'active' group by r.payer`,
+      [payers],
+    )
+    const held = new Map(plans.map((row) => [row.payer, row.n]))
+    let kept = 0n
+    for (const [i, buyer] of buyers.entries()) {
+      const cost = (held.get(buyer.address.toLowerCase()) ?? 0n) * PLAN_PRICE
+      kept += cost
+      const actual = await balance(buyer.address)
+      const expected = (minted[i] as bigint) - cost
+      if (actual !== expected) problems.push(`buyer ${buyer.address} holds ${actual}, conservation says ${expected}`)
+    }
+    const serviceAfter = await balance(payTo)
+    if (serviceAfter - serviceBefore !== kept) problems.push(`service wallet moved ${serviceAfter - serviceBefore}, conservation says ${kept}`)
+    t.same(problems, [], where)
+    return outcome
+  }
+
+  for (const kind of ['create', 'fund', 'purchase', 'delete', 'broke-create', 'broke-purchase'] as const) {
+    await t.test(`${kind}: killed before and after every step`, async (t) => {
+      const clean = await run(t, { kinds: [kind], kill: undefined })
+      t.ok(clean.steps > 3, `an uninterrupted ${kind} takes ${clean.steps} steps`)
+      for (let step = 1; step <= clean.steps; step += 1) {
+        for (const when of ['before', 'after'] as const) {
+          const outcome = await run(t, { kinds: [kind], kill: { step, when } })
+          if (!outcome.killed) t.fail(`the kill at ${when} step ${step} never happened`)
+        }
+      }
+    })
+  }
+
+  await t.test('many requests at once, killed in the middle (seeded)', async (t) => {
+    let seed = 20261125
+    const random = () => {
+      seed = (seed * 48271) % 2147483647
+      return seed / 2147483647
+    }
+    const kinds: Kind[] = ['create', 'create', 'create', 'fund', 'fund', 'purchase', 'purchase', 'delete', 'delete', 'broke-create', 'broke-purchase']
+    const clean = await run(t, { kinds, kill: undefined })
+    for (let round = 0; round < 6; round += 1) {
+      const step = 1 + Math.floor(random() * clean.steps)
+      await run(t, { kinds, kill: { step, when: random() < 0.5 ? 'before' : 'after' } })
+    }
+  })
+}
+
+const dev = await startDevChain({ logger: undefined })
+t.teardown(() => dev.close())
+
+t.test('on PGlite', async (t) => {
+  const db = await openDb({ kind: 'pglite', dataDir: 'memory://' })
+  t.teardown(() => db.close())
+  await suite(t, db, dev)
+})
+
+t.test('on Postgres', async (t) => {
+  const url = await throwawayDatabase(t)
+  if (!url) return
+  const db = await openDb({ kind: 'postgres', url })
+  t.teardown(() => db.close())
+  await suite(t, db, dev)
+})
