@@ -12,7 +12,7 @@
 import { spawn } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { mkdir } from 'node:fs/promises'
+import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import { createServer } from 'node:net'
 import type { AddressInfo } from 'node:net'
@@ -31,6 +31,7 @@ export const ANVIL_ACCOUNT_0_KEY: Hex = '0xac0974bec39a17e36ba4a6b4d238ff944bacb
 const FAUCET_SENDER: Address = getAddress('0x000000000000000000000000000000000000fa0c')
 const TEST_USDC_CODE = artifact.deployedBytecode as Hex
 const STATE_FILE = 'anvil-state.json'
+const PID_FILE = 'anvil.pid'
 
 export interface DevChainOptions {
   /** Persist chain state in `<dataDir>/anvil-state.json` across restarts. Default: in memory. */
@@ -77,6 +78,9 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
   const bin = options.anvilPath ?? resolveAnvil(log)
   const stateFile = options.dataDir ? path.resolve(options.dataDir, STATE_FILE) : undefined
   if (options.dataDir) await mkdir(options.dataDir, { recursive: true })
+  // The anvil of a process that was just killed may still be writing its state (its watchdog
+  // SIGTERMed it): loading the file before it is done would lose the last transactions.
+  if (options.dataDir) await waitForPreviousAnvil(path.resolve(options.dataDir, PID_FILE), log)
 
   // A picked free port can be taken before anvil binds it: retry with another one.
   let anvil: AnvilProcess | undefined
@@ -94,6 +98,7 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
   const proc = anvil
   const { child, rpcUrl } = proc
   const pid = child.pid as number
+  if (options.dataDir) await writeFile(path.resolve(options.dataDir, PID_FILE), `${pid}\n`)
   const bootMs = Math.round(performance.now() - started)
 
   try {
@@ -327,4 +332,35 @@ function resolveAnvil(log?: ChainLogger): string {
     if (path.dirname(dir) === dir) break
   }
   throw new Error('anvil not found: npm install @foundry-rs/anvil')
+}
+
+/**
+ * Waits until the anvil recorded in `pidFile` (a previous process's, on the same state file) has
+ * exited: up to 5 s on its own (its watchdog asked it to stop), then SIGTERM, SIGKILL after 15 s.
+ * A pid that is not an anvil any more (recycled) is left alone.
+ */
+async function waitForPreviousAnvil(pidFile: string, log?: ChainLogger): Promise<void> {
+  const pid = Number((await readFile(pidFile, 'utf8').catch(() => '')).trim())
+  if (!Number.isInteger(pid) || pid <= 0) return
+  const isAnvil = async () => {
+    try {
+      process.kill(pid, 0)
+    } catch {
+      return false
+    }
+    const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => undefined)
+    return cmdline === undefined || cmdline.includes('anvil')
+  }
+  const started = Date.now()
+  while (await isAnvil()) {
+    const waited = Date.now() - started
+    if (waited > 15_000) {
+      process.kill(pid, 'SIGKILL')
+    } else if (waited > 5_000) {
+      process.kill(pid, 'SIGTERM')
+    }
+    if (waited > 20_000) throw new Error(`the previous anvil (pid ${pid}) does not exit`)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  if (Date.now() - started > 100) log?.info({ pid, ms: Date.now() - started }, 'dev chain: waited for the previous anvil to save its state')
 }
