@@ -2,11 +2,10 @@
 // changed the Task between the informer's read and the controller's optimistic status write. The
 // Task controller requeues the key, counts it and logs it at debug, without a stack; nothing reaches
 // onError (which the runtime logs at error with the stack). Real PGlite ResourceStore, real race.
-import { Writable } from 'node:stream'
 import t from 'tap'
 import { openDb } from '../../src/platform/db/index.ts'
 import { migrate, migrationsDir } from '../../src/platform/db/migrate.ts'
-import { createLogger } from '../../src/platform/logger.ts'
+import { captureLogs } from '../helpers/log-capture.ts'
 import { PostgresResourceStore } from '../../controllers/local/postgres-store.ts'
 import { TaskController } from '../../controllers/controller.ts'
 import { WorkQueue } from '../../controllers/work-queue.ts'
@@ -16,12 +15,6 @@ import { FakeClock } from '../helpers/fake-clock.ts'
 
 const API = 'jobs.agent-gateway.dev/v1alpha1'
 
-interface LogLine {
-  level: number
-  msg: string
-  err?: { stack?: string }
-  [key: string]: unknown
-}
 
 async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs
@@ -32,14 +25,7 @@ async function until(what: string, check: () => Promise<boolean> | boolean, time
 }
 
 t.test('a Task status Conflict is requeued and logged at debug, never as an error', async (t) => {
-  const lines: LogLine[] = []
-  const sink = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString().split('\n')) if (line.trim() !== '') lines.push(JSON.parse(line) as LogLine)
-      done()
-    },
-  })
-  const logger = createLogger('debug', sink)
+  const { logger, lines } = captureLogs('debug')
   const db = await openDb({ kind: 'pglite', dataDir: 'memory://' })
   t.teardown(() => db.close())
   await migrate(db, migrationsDir)

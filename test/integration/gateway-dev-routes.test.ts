@@ -2,11 +2,10 @@
 // with a real chain (here the in-memory USDC standing in for CHAIN_RPC_URL) and no SMTP_URL they
 // answer 404, and the start-up log says once, at warn, that mail is not delivered, without any
 // message (claim codes are secrets). The real gateway app on PGlite and the real payments.
-import { Writable } from 'node:stream'
 import t, { type Test } from 'tap'
 import { openDb } from '../../src/platform/db/index.ts'
 import { migrate, migrationsDir } from '../../src/platform/db/migrate.ts'
-import { createLogger } from '../../src/platform/logger.ts'
+import { captureLogs } from '../helpers/log-capture.ts'
 import { createMetrics } from '../../src/platform/metrics.ts'
 import { createMailer } from '../../src/platform/mailer.ts'
 import { openKeyValue } from '../../src/platform/kv/index.ts'
@@ -21,21 +20,9 @@ import { memoryChain, memoryUsdc } from '../helpers/memory-chain.ts'
 const PAY_TO = '0x000000000000000000000000000000000000c0de' as const
 const WALLET = '0x00000000000000000000000000000000000000aa'
 
-interface LogLine {
-  level: number
-  msg: string
-  [key: string]: unknown
-}
 
 async function gateway(t: Test, options: { devChain: boolean }) {
-  const lines: LogLine[] = []
-  const sink = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString().split('\n')) if (line.trim() !== '') lines.push(JSON.parse(line) as LogLine)
-      done()
-    },
-  })
-  const logger = createLogger('debug', sink)
+  const { logger, lines } = captureLogs('debug')
   const db = await openDb({ kind: 'pglite', dataDir: 'memory://' })
   await migrate(db, migrationsDir)
   const kv = await openKeyValue({ kind: 'memory' })

@@ -8,7 +8,6 @@
 //   a 400 validation_error naming the field, never a 500; 12 valid task creates racing one poison
 //   all succeed; legitimate Unicode (emoji, RTL, combining marks, ZWJ) is stored unchanged.
 import t, { type Test } from 'tap'
-import type { AddressInfo } from 'node:net'
 import type { FastifyInstance } from 'fastify'
 import { x402Client } from '@x402/core/client'
 import { ExactEvmScheme } from '@x402/evm/exact/client'
@@ -16,21 +15,11 @@ import { wrapFetchWithPayment } from '@x402/fetch'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { openDb, type Db } from '../../src/platform/db/index.ts'
 import { migrate } from '../../src/platform/db/migrate.ts'
-import { createLogger } from '../../src/platform/logger.ts'
-import { createMetrics } from '../../src/platform/metrics.ts'
-import { createMailer } from '../../src/platform/mailer.ts'
-import { openKeyValue } from '../../src/platform/kv/index.ts'
-import { registry } from '../../src/catalog/registry.ts'
-import { createCatalog } from '../../src/catalog/catalog.ts'
-import { openPayments } from '../../src/payments/index.ts'
-import { buildGatewayApp, GATEWAY_OPERATIONS } from '../../src/gateway/app.ts'
-import { buildSchedulerApp, SCHEDULER_OPERATIONS } from '../../src/scheduler/app.ts'
-import { buildMemoryApp } from '../../src/memory/app.ts'
 import { PostgresResourceStore } from '../../controllers/local/postgres-store.ts'
 import { NotFoundError } from '../../controllers/resource-store.ts'
 import type { TaskResource } from '../../controllers/task-reconciler.ts'
 import { FakeClock } from '../helpers/fake-clock.ts'
-import { memoryChain, memoryUsdc } from '../helpers/memory-chain.ts'
+import { worldApps } from '../helpers/world-apps.ts'
 import { openWorld } from '../helpers/scheduler-world.ts'
 import { throwawayDatabase } from '../helpers/servers.ts'
 
@@ -151,29 +140,8 @@ function taskJson(source: string, extra = ''): string {
 async function appsSuite(t: Test, databaseUrl?: string): Promise<void> {
   const start = Math.floor(Date.now() / 60_000) * 60_000 + 30_000
   const world = await openWorld({ ...(databaseUrl ? { databaseUrl } : {}), clock: new FakeClock(start) })
-  const kv = await openKeyValue({ kind: 'memory' })
-  const logger = createLogger('silent')
-  const token = memoryUsdc()
-  const payments = await openPayments({ db: world.db, kv, logger, clock: world.clock, registry, dataDir: '', payTo: PAY_TO, gatewayUrl: GATEWAY_URL, chain: memoryChain(token), reconcileEveryMs: 0 })
-  const catalog = createCatalog(registry, {
-    urls: { gateway: GATEWAY_URL, scheduler: 'http://scheduler.test', memory: 'http://memory.test' },
-    implemented: new Set<string>([...GATEWAY_OPERATIONS, ...SCHEDULER_OPERATIONS]),
-  })
-  const mailer = createMailer({ from: 'test@localhost' })
-  const deps = { catalog, logger, metrics: createMetrics(), bodyLimitBytes: 1_000_000, payTo: PAY_TO, readiness: {} }
-  const gateway = buildGatewayApp({ ...deps, payments, mailer })
-  await gateway.listen({ host: '127.0.0.1', port: 0 })
-  const gatewayBase = `http://127.0.0.1:${(gateway.server.address() as AddressInfo).port}`
-  const scheduler = buildSchedulerApp({ ...deps, payments, kv, service: world.service })
-  const memory = buildMemoryApp({ ...deps, payments })
-  await Promise.all([scheduler.ready(), memory.ready()])
-  t.teardown(async () => {
-    await Promise.allSettled([scheduler.close(), memory.close(), gateway.close()])
-    mailer.close()
-    await payments.close()
-    await kv.close()
-    await world.close()
-  })
+  const { token, gateway, gatewayBase, scheduler, memory: memoryApp } = await worldApps(t, world, { memory: true })
+  const memory = memoryApp as NonNullable<typeof memoryApp>
 
   const registered = (await gateway.inject({ method: 'POST', url: '/auth/register' })).json() as { agentId: string; accessToken: string }
   const buyer = privateKeyToAccount(generatePrivateKey())

@@ -8,7 +8,6 @@
 // report and one plan debit per run (also across a repeated finish), the cap running out
 // (paused_insufficient_funds + recovery_hint), raising the cap by fund, plan exhaustion pausing
 // the task, owner endpoints by token, audit-only ledger rows, and DELETE refunding nothing.
-import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { x402Client } from '@x402/core/client'
@@ -16,25 +15,17 @@ import { ExactEvmScheme } from '@x402/evm/exact/client'
 import { wrapFetchWithPayment } from '@x402/fetch'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { createLogger } from '../../src/platform/logger.ts'
-import { createMetrics } from '../../src/platform/metrics.ts'
-import { createMailer } from '../../src/platform/mailer.ts'
-import { openKeyValue } from '../../src/platform/kv/index.ts'
 import { findPlan, findService, registry } from '../../src/catalog/registry.ts'
-import { createCatalog } from '../../src/catalog/catalog.ts'
 import type { ServiceSpec } from '../../src/catalog/types.ts'
-import { openPayments, type Payments } from '../../src/payments/index.ts'
-import { buildGatewayApp, GATEWAY_OPERATIONS } from '../../src/gateway/app.ts'
-import { buildSchedulerApp, SCHEDULER_OPERATIONS } from '../../src/scheduler/app.ts'
+import type { Payments } from '../../src/payments/index.ts'
 import { DEFAULT_RATES } from '../../src/scheduler/domain/rates.ts'
 import { createSchedulerMarketplace } from '../../src/scheduler/marketplace.ts'
 import { FakeClock } from '../helpers/fake-clock.ts'
-import { memoryChain, memoryUsdc } from '../helpers/memory-chain.ts'
+import { worldApps, GATEWAY_URL } from '../helpers/world-apps.ts'
 import { openWorld, type World } from '../helpers/scheduler-world.ts'
 import { throwawayDatabase } from '../helpers/servers.ts'
 
 const logger = createLogger('silent')
-const PAY_TO = '0x000000000000000000000000000000000000c0de' as const
-const GATEWAY_URL = 'https://gw.test'
 const PLAN = 'scheduler-credit-5'
 // max_runtime_sec 10 → ceiling 10 x 100 + 1000 overhead = 2000 micros; a scripted run costs 1100..2000.
 const CEILING = 2_000n
@@ -80,28 +71,7 @@ async function harness(t: Test, databaseUrl?: string): Promise<Harness> {
   const start = Math.floor(Date.now() / 60_000) * 60_000 + 30_000
   const clock = new FakeClock(start)
   const world = await openWorld({ ...(databaseUrl ? { databaseUrl } : {}), clock })
-  const kv = await openKeyValue({ kind: 'memory' })
-  const token = memoryUsdc()
-  const payments = await openPayments({ db: world.db, kv, logger, clock, registry, dataDir: '', payTo: PAY_TO, gatewayUrl: GATEWAY_URL, chain: memoryChain(token), reconcileEveryMs: 0 })
-  const catalog = createCatalog(registry, {
-    urls: { gateway: GATEWAY_URL, scheduler: 'http://scheduler.test', memory: 'http://memory.test' },
-    implemented: new Set<string>([...GATEWAY_OPERATIONS, ...SCHEDULER_OPERATIONS]),
-  })
-  const mailer = createMailer({ from: 'test@localhost' })
-  const deps = { catalog, logger, metrics: createMetrics(), bodyLimitBytes: 1_000_000, payTo: PAY_TO, readiness: {} }
-  const gateway = buildGatewayApp({ ...deps, payments, mailer })
-  await gateway.listen({ host: '127.0.0.1', port: 0 })
-  const gatewayBase = `http://127.0.0.1:${(gateway.server.address() as AddressInfo).port}`
-  const scheduler = buildSchedulerApp({ ...deps, payments, kv, service: world.service })
-  await scheduler.ready()
-  t.teardown(async () => {
-    await scheduler.close()
-    await gateway.close()
-    mailer.close()
-    await payments.close()
-    await kv.close()
-    await world.close()
-  })
+  const { payments, token, gateway, gatewayBase, scheduler } = await worldApps(t, world)
 
   const buyer = privateKeyToAccount(generatePrivateKey())
   token.mint(buyer.address, 100_000_000n)

@@ -2,31 +2,17 @@
 // read from a captured pino stream: an expected AppError (501 not_implemented, a 503 upstream) is
 // one line at info / warn without a stack; a fault (an unnamed exception, an INTERNAL AppError) is
 // logged at error with its stack; a route's own 503 (readiness while draining) is a warn.
-import { Writable } from 'node:stream'
 import t from 'tap'
 import { createHttpApp } from '../../src/platform/http.ts'
-import { createLogger } from '../../src/platform/logger.ts'
+import { captureLogs, LEVEL, type LogLine } from '../helpers/log-capture.ts'
 import { createMetrics } from '../../src/platform/metrics.ts'
 import { AppError } from '../../src/platform/errors.ts'
 
-interface LogLine {
-  level: number
-  msg: string
-  err?: { stack?: string; message?: string }
-  [key: string]: unknown
-}
 
-const LEVEL = { debug: 20, info: 30, warn: 40, error: 50 } as const
 
 function build() {
-  const lines: LogLine[] = []
-  const sink = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString().split('\n')) if (line.trim() !== '') lines.push(JSON.parse(line) as LogLine)
-      done()
-    },
-  })
-  const app = createHttpApp({ name: 'test', logger: createLogger('info', sink), metrics: createMetrics({ defaultMetrics: false }), bodyLimitBytes: 1 << 16 })
+  const { logger: captured, lines } = captureLogs('info')
+  const app = createHttpApp({ name: 'test', logger: captured, metrics: createMetrics({ defaultMetrics: false }), bodyLimitBytes: 1 << 16 })
   app.get('/not-built', async () => {
     throw new AppError('not_implemented', 'reviews are not built yet')
   })
