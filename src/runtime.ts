@@ -31,7 +31,7 @@ import { TaskController, systemClock as controllerClock } from '../controllers/c
 import { RunController } from '../controllers/run-controller.ts'
 import { Informer } from '../controllers/informer.ts'
 import { createLocalExecutor } from '../controllers/local/sandbox-executor.ts'
-import { removeStaleWorkDirs } from '../controllers/local/sandbox.ts'
+import { removeStaleWorkDirs } from '../controllers/local/workdirs.ts'
 import { createExecutorHealth, formatReport, type ExecutorHealthMonitor, type PrerequisiteReport } from '../controllers/local/prerequisites.ts'
 import type { ResourceStore } from '../controllers/resource-store.ts'
 import type { RunResource, TaskResource } from '../controllers/task-reconciler.ts'

@@ -8,7 +8,8 @@ import { chmod, mkdir, mkdtemp, readdir, readFile, readlink, rm, utimes, writeFi
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { MAX_RUN_AGE_MS, OWNER_FILE, removeStaleWorkDirs, sandboxAvailable } from '../../controllers/local/sandbox.ts'
+import { sandboxAvailable } from '../../controllers/local/sandbox.ts'
+import { MAX_RUN_AGE_MS, OWNER_FILE, removeStaleWorkDirs } from '../../controllers/local/workdirs.ts'
 
 const self = {
   pid: process.pid,
@@ -113,7 +114,8 @@ t.test('a crashed process: its dir is swept; a live run of another process is no
   t.ok((await readdir(root)).includes(crashed.name), 'the crashed process left its dir')
 
   // Another process starts and sweeps (as the controller role does at start).
-  const sweep = spawnSync(process.execPath, ['--input-type=module', '-e', `import { removeStaleWorkDirs } from ${JSON.stringify(sandboxTs)}; console.log(await removeStaleWorkDirs(${JSON.stringify(root)}))`], { encoding: 'utf8' })
+  const workdirsTs = fileURLToPath(new URL('../../controllers/local/workdirs.ts', import.meta.url))
+  const sweep = spawnSync(process.execPath, ['--input-type=module', '-e', `import { removeStaleWorkDirs } from ${JSON.stringify(workdirsTs)}; console.log(await removeStaleWorkDirs(${JSON.stringify(root)}))`], { encoding: 'utf8' })
   t.equal(sweep.stdout.trim(), '1', `one dir removed ${sweep.stderr}`)
   const left = await readdir(root)
   t.notOk(left.includes(crashed.name), "the crashed process's dir is gone")

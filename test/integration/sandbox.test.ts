@@ -13,7 +13,8 @@ import { promisify } from 'node:util'
 import t from 'tap'
 import type { EgressLogEntry } from '../../controllers/local/egress-proxy.ts'
 import { createEgressProxy, isPrivateAddress } from '../../controllers/local/egress-proxy.ts'
-import { removeStaleWorkDirs, runInSandbox, sandboxAvailable, SandboxInputError, SENTINEL } from '../../controllers/local/sandbox.ts'
+import { runInSandbox, sandboxAvailable, SandboxInputError, SENTINEL } from '../../controllers/local/sandbox.ts'
+import { removeStaleWorkDirs } from '../../controllers/local/workdirs.ts'
 import type { SandboxOptions, SandboxRunInput, SandboxRunResult } from '../../controllers/local/sandbox.ts'
 
 const avail = await sandboxAvailable()
