@@ -944,7 +944,7 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
     const task = await ownedTask(db, taskId, owner)
     const rows = await db.query<{ id: bigint; kind: string; amount_micros: bigint; run_id: string | null; tx_hash: string | null; refund_tx: string | null; created_at: Date }>(
       `select l.id, l.kind, l.amount_micros, l.run_id, l.tx_hash, r.tx_hash as refund_tx, l.created_at
-         from scheduler_ledger l left join scheduler_refunds r on r.task_id = l.task_id and l.kind = 'refund'
+         from scheduler_ledger l left join scheduler_refunds r on r.task_id = l.task_id and l.kind = 'refund' and r.state = 'confirmed'
         where l.task_id = $1 order by l.id`,
       [taskId],
     )
@@ -964,6 +964,8 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
       })),
       sum_micros: sum.toString(),
       authoritative: task.rail === 'direct',
+      // A closed direct escrow: whether its refund row is on-chain yet, or still owed and why.
+      ...(isTerminal(task.status) && task.rail === 'direct' ? { refund: await refundOutlook(task) } : {}),
     }
   }
 

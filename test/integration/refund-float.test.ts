@@ -47,6 +47,9 @@ t.test('a refund the settler wallet cannot pay is retried, visible, and paid onc
   t.match(deleted.refund, { state: 'retrying', amount_micros: TASK_AMOUNT.toString(), estimated: false }, 'the answer says the refund is owed and retried')
   t.match(deleted.refund.detail, /exceeds balance/)
   t.equal(deleted.refunded_micros, '0', 'nothing refunded yet')
+  const owed = await proc.service.taskLedger(taskId, buyer.address)
+  t.match(owed.refund, { state: 'retrying', amount_micros: TASK_AMOUNT.toString() }, 'the task ledger says the refund is owed')
+  t.match(owed.rows.at(-1), { kind: 'refund', tx_hash: null }, 'its row has no hash until it is on-chain')
 
   const metric = async (name: string) => Number(new RegExp(`^${name} (-?[0-9.e+]+)$`, 'm').exec(await proc.metrics.render())?.[1])
   t.equal(await metric('agent_gateway_refunds_outstanding'), 1)
@@ -79,6 +82,9 @@ t.test('a refund the settler wallet cannot pay is retried, visible, and paid onc
   t.equal(await dev.balanceOf(settler), 5_000_000n - TASK_AMOUNT, 'paid once from the float')
   const after = await proc.scheduler.inject({ method: 'GET', url: '/readyz' })
   t.notOk('detail' in (after.json() as object), 'nothing stuck any more')
+  const paid = await proc.service.taskLedger(taskId, buyer.address)
+  t.match(paid.refund, { state: 'confirmed', tx_hash: /^0x[0-9a-f]{64}$/ })
+  t.equal(paid.rows.at(-1)?.tx_hash, paid.refund?.tx_hash, 'the refund row carries its transfer')
   const rows = await db.query<{ kind: string; amount_micros: bigint }>(`select kind, amount_micros from scheduler_ledger where task_id = $1 order by id`, [taskId])
   t.same(
     rows.map((r) => [r.kind, r.amount_micros]),

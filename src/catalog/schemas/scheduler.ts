@@ -433,31 +433,6 @@ export const OwnerUsage = Type.Object(
   { additionalProperties: false },
 )
 
-export const LEDGER_KINDS = ['charge', 'refund', 'run_cost', 'dust_forfeit', 'reversal', 'usage'] as const
-
-export const TaskLedger = Type.Object(
-  {
-    task_id: Type.String(),
-    rail: Rail,
-    rows: Type.Array(
-      Type.Object(
-        {
-          id: Type.String(),
-          kind: StringEnum(LEDGER_KINDS, { description: 'direct: charge, refund, run_cost, dust_forfeit, reversal (a charge whose payment did not settle); marketplace (all audit only): charge (the lifetime cap and its raises), run_cost (a run against the cap), usage (the run\'s cost as reported on the marketplace meter)' }),
-          amount_micros: SignedMicrosString({ description: 'Positive into escrow, negative out of it' }),
-          tx_hash: Nullable(Type.String(), { description: 'On-chain transaction hash (direct rail)' }),
-          run_id: Nullable(Type.String()),
-          created_at: Timestamp,
-        },
-        { additionalProperties: false },
-      ),
-    ),
-    sum_micros: SignedMicrosString({ description: 'Direct rail: max_amount minus cumulative cost; 0 on a terminal task. Marketplace rail: the remaining lifetime cap (usage rows excluded, nothing is ever refunded)' }),
-    authoritative: Type.Boolean({ description: 'false on the marketplace rail, where marketplace usage is authoritative' }),
-  },
-  { additionalProperties: false },
-)
-
 export const REFUND_STATES = ['confirmed', 'sending', 'retrying', 'after_run', 'after_payment', 'none'] as const
 
 export const RefundOutlook = Type.Object(
@@ -471,6 +446,32 @@ export const RefundOutlook = Type.Object(
     tx_hash: Nullable(Type.String()),
     expected_by: Nullable(Timestamp, { description: 'When the refund is next attempted, or by when the run in flight must have finished' }),
     detail: Type.String(),
+  },
+  { additionalProperties: false },
+)
+
+export const LEDGER_KINDS = ['charge', 'refund', 'run_cost', 'dust_forfeit', 'reversal', 'usage'] as const
+
+export const TaskLedger = Type.Object(
+  {
+    task_id: Type.String(),
+    rail: Rail,
+    rows: Type.Array(
+      Type.Object(
+        {
+          id: Type.String(),
+          kind: StringEnum(LEDGER_KINDS, { description: 'direct: charge, refund, run_cost, dust_forfeit, reversal (a charge whose payment did not settle); marketplace (all audit only): charge (the lifetime cap and its raises), run_cost (a run against the cap), usage (the run\'s cost as reported on the marketplace meter)' }),
+          amount_micros: SignedMicrosString({ description: 'Positive into escrow, negative out of it' }),
+          tx_hash: Nullable(Type.String(), { description: 'On-chain transaction hash (direct rail): the settlement of a charge, the transfer of a refund once confirmed (until then see `refund`)' }),
+          run_id: Nullable(Type.String()),
+          created_at: Timestamp,
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    sum_micros: SignedMicrosString({ description: 'Direct rail: max_amount minus cumulative cost; 0 on a terminal task. Marketplace rail: the remaining lifetime cap (usage rows excluded, nothing is ever refunded)' }),
+    authoritative: Type.Boolean({ description: 'false on the marketplace rail, where marketplace usage is authoritative' }),
+    refund: Type.Optional(RefundOutlook),
   },
   { additionalProperties: false },
 )
