@@ -138,6 +138,9 @@ interface EscrowFacts {
   /** Provisional direct-rail charges (create, top-ups) whose settlement is not known yet. */
   pending: bigint
 }
+/** A Task resource this old without its row is an orphan of a crashed create (see removeOrphanTaskResources). */
+const ORPHAN_GRACE_MS = 10 * 60_000
+const ORPHAN_SWEEP_EVERY_MS = 60 * 60_000
 /** A task's total settled cost (its run_cost rows), as a select-list column of `scheduler_tasks t`. */
 const TASK_COST_SQL = `(select -coalesce(sum(amount_micros), 0) from scheduler_ledger l where l.task_id = t.id and l.kind = 'run_cost')::int8 as cost`
 // Owners: wallets compare lowercase; marketplace plan holders (`agent:<id>`) exactly (marketplace.ts).
@@ -387,6 +390,31 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
     await db.query(`update scheduler_tasks set resource_sync_pending = false where id = $1 and status = $2`, [taskId, row.status])
   }
 
+  let lastOrphanSweep = 0
+
+  /**
+   * Task resources without a task row: createTask writes the resource first and deletes it if the
+   * row's transaction fails, so only a process dying in between leaves one (its cron would create
+   * Runs that are only ever skipped). Those older than `before` (default: ORPHAN_GRACE_MS ago,
+   * longer than any create takes) are deleted.
+   */
+  async function removeOrphanTaskResources(before = new Date(clock.nowMs() - ORPHAN_GRACE_MS)): Promise<number> {
+    lastOrphanSweep = clock.nowMs()
+    const old = (await tasks.list(namespace)).items.filter((resource) => Date.parse(resource.metadata.creationTimestamp) < before.getTime())
+    if (old.length === 0) return 0
+    const known = new Set((await db.query<{ id: string }>(`select id from scheduler_tasks where id = any($1::text[])`, [old.map((r) => r.metadata.name)])).map((row) => row.id))
+    let removed = 0
+    for (const resource of old) {
+      if (known.has(resource.metadata.name)) continue
+      await tasks.delete(namespace, resource.metadata.name).catch((error: unknown) => {
+        if (!(error instanceof NotFoundError)) throw error
+      })
+      removed += 1
+    }
+    if (removed > 0) logger.info({ removed }, 'removed Task resources whose create never committed')
+    return removed
+  }
+
   /**
    * The scheduler's crash recovery, run at start and on a timer: Task resources a status change
    * still owes a write, and refunds that are due (new, failed, or interrupted mid-send).
@@ -396,6 +424,7 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
       // Refunds a dead process was sending: its lease need not run out (see ReconcileOptions).
       await db.query(`update scheduler_refunds set next_attempt_at = now() where state = 'sending' and updated_at < $1`, [options.orphanedBefore])
     }
+    if (options.orphanedBefore !== undefined || clock.nowMs() - lastOrphanSweep > ORPHAN_SWEEP_EVERY_MS) await removeOrphanTaskResources(options.orphanedBefore)
     const owed = await db.query<{ id: string }>(`select id from scheduler_tasks where resource_sync_pending order by updated_at limit 500`)
     for (const { id } of owed) {
       await syncTaskResource(id).catch((error: unknown) => logger.warn({ err: error, taskId: id }, 'Task resource sync failed; retried on the next pass'))

@@ -86,6 +86,7 @@ async function suite(t: Test, db: Db, dev: StartedDevChain): Promise<void> {
     // windows and refund leases taken as passed), then delete everything and send every refund.
     // Its clock can jump past every authorization's validBefore: what is still open then (a
     // settlement that cannot complete: the buyer is broke) can never move and is decided failed.
+    const restartedAt = new Date()
     let offsetMs = 0
     const clock: Clock = { now: () => new Date(Date.now() + offsetMs), nowMs: () => Date.now() + offsetMs }
     const second = await boot(db, dev, settlerKey, payTo, clock)
@@ -102,7 +103,7 @@ async function suite(t: Test, db: Db, dev: StartedDevChain): Promise<void> {
     }
     for (let pass = 0; pass < 10; pass += 1) {
       await db.query(`update scheduler_refunds set next_attempt_at = now() where state <> 'confirmed'`)
-      await second.service.recover()
+      await second.service.recover({ orphanedBefore: restartedAt })
       const open = await db.query(`select 1 from scheduler_refunds r join scheduler_tasks t on t.id = r.task_id where t.owner = any($1::text[]) and r.state <> 'confirmed'`, [payers])
       if (open.length === 0) break
     }
@@ -117,6 +118,7 @@ async function suite(t: Test, db: Db, dev: StartedDevChain): Promise<void> {
        union all select 'refund not confirmed' from scheduler_refunds r join scheduler_tasks t on t.id = r.task_id where t.owner = any($1::text[]) and r.state <> 'confirmed'
        union all select 'charge row without tx hash' from scheduler_ledger l join scheduler_tasks t on t.id = l.task_id where t.owner = any($1::text[]) and l.kind = 'charge' and l.tx_hash is null
        union all select 'task not deleted' from scheduler_tasks where owner = any($1::text[]) and status <> 'deleted'
+       union all select 'Task resource left: ' || name from resources where kind = 'Task'
        union all select 'escrow not closed to 0' from scheduler_tasks t where owner = any($1::text[]) and (select coalesce(sum(amount_micros), 0) from scheduler_ledger l where l.task_id = t.id) <> 0`,
       [payers],
     )
