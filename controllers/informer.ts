@@ -2,6 +2,10 @@
 // error back off (1 s doubling to 30 s by default) and relist. Keeps a cache of the objects and calls
 // the handler with the key of every object that was added, changed or removed (level-triggered: the
 // handler reads the cache, it gets no diff). A relist emits keys for vanished objects too.
+// Secondary indexes (client-go's Indexer): addIndex(name, indexFunc) keeps, for every value an
+// object yields, the set of keys of the cached objects yielding it, updated on every add, update,
+// delete and relist, so byIndex(name, value) answers in O(matches) instead of scanning the cache
+// (the Task controller reads a Task's Runs this way: controllers/task-controller.ts).
 import {
   GoneError,
   objectKey,
@@ -24,13 +28,24 @@ export interface InformerOptions {
 
 export type InformerHandler<R> = (type: WatchEvent<R>['type'] | 'SYNC', object: R, old: R | undefined) => void
 
+/** The index values of an object (client-go IndexFunc): none, one, or several. */
+export type IndexFunc<R> = (object: R) => string | readonly string[] | undefined
+
+const NO_VALUES: readonly string[] = []
+
+function valuesOf<R>(indexFunc: IndexFunc<R>, object: R | undefined): readonly string[] {
+  if (object === undefined) return NO_VALUES
+  const values = indexFunc(object)
+  return values === undefined ? NO_VALUES : typeof values === 'string' ? [values] : values
+}
+
 export class Informer<R extends AnyResource> {
   readonly #store: ResourceStore<R>
   readonly #options: InformerOptions
   readonly #handlers: InformerHandler<R>[] = []
   readonly #cache = new Map<string, R>()
   /** Secondary indexes (client-go Indexer): index name → value → keys. */
-  readonly #indexers = new Map<string, (object: R) => string | undefined>()
+  readonly #indexers = new Map<string, IndexFunc<R>>()
   readonly #indexes = new Map<string, Map<string, Set<string>>>()
   #abort = new AbortController()
   #running: Promise<void> | undefined
@@ -57,14 +72,20 @@ export class Informer<R extends AnyResource> {
     return filter === undefined ? all : all.filter(filter)
   }
 
-  /** Adds a secondary index; call before start(). byIndex() then answers without scanning the cache. */
-  addIndex(name: string, valueOf: (object: R) => string | undefined): void {
-    this.#indexers.set(name, valueOf)
-    this.#indexes.set(name, new Map())
-    for (const [key, object] of this.#cache) this.#index(key, undefined, object)
+  /**
+   * Adds a secondary index (client-go AddIndexers): `indexFunc` gives the values an object is filed
+   * under. Best called before start(); added later, it is built from the cache at once. Adding a
+   * name again replaces that index (so an informer shared by two controllers can take the same index
+   * from both). byIndex() then answers without scanning the cache.
+   */
+  addIndex(name: string, indexFunc: IndexFunc<R>): void {
+    this.#indexers.set(name, indexFunc)
+    const index = new Map<string, Set<string>>()
+    this.#indexes.set(name, index)
+    for (const [key, object] of this.#cache) for (const value of valuesOf(indexFunc, object)) fileUnder(index, value, key)
   }
 
-  /** Objects whose index `name` value is `value`. */
+  /** Cached objects filed under `value` in index `name` (client-go ByIndex); [] for an unknown index. */
   byIndex(name: string, value: string): R[] {
     const keys = this.#indexes.get(name)?.get(value)
     if (keys === undefined) return []
@@ -76,22 +97,30 @@ export class Informer<R extends AnyResource> {
     return out
   }
 
+  /** Keys filed under `value` in index `name` (client-go IndexKeys), in no particular order. */
+  indexKeys(name: string, value: string): string[] {
+    return [...(this.#indexes.get(name)?.get(value) ?? [])]
+  }
+
+  /** The values index `name` holds (client-go ListIndexFuncValues). */
+  indexValues(name: string): string[] {
+    return [...(this.#indexes.get(name)?.keys() ?? [])]
+  }
+
+  /** Moves `key` from the values of `old` to those of `object` (undefined: absent) in every index. */
   #index(key: string, old: R | undefined, object: R | undefined): void {
-    for (const [name, valueOf] of this.#indexers) {
+    for (const [name, indexFunc] of this.#indexers) {
       const index = this.#indexes.get(name) as Map<string, Set<string>>
-      const before = old === undefined ? undefined : valueOf(old)
-      const after = object === undefined ? undefined : valueOf(object)
-      if (before === after) continue
-      if (before !== undefined) {
-        const keys = index.get(before)
+      const before = valuesOf(indexFunc, old)
+      const after = valuesOf(indexFunc, object)
+      if (before.length === 1 && after.length === 1 && before[0] === after[0]) continue // the usual update
+      for (const value of before) {
+        if (after.includes(value)) continue
+        const keys = index.get(value)
         keys?.delete(key)
-        if (keys?.size === 0) index.delete(before)
+        if (keys?.size === 0) index.delete(value)
       }
-      if (after !== undefined) {
-        let keys = index.get(after)
-        if (keys === undefined) index.set(after, (keys = new Set()))
-        keys.add(key)
-      }
+      for (const value of after) fileUnder(index, value, key)
     }
   }
 
@@ -211,4 +240,10 @@ export class Informer<R extends AnyResource> {
   #emit(type: WatchEvent<R>['type'] | 'SYNC', object: R, old: R | undefined): void {
     for (const handler of this.#handlers) handler(type, object, old)
   }
+}
+
+function fileUnder(index: Map<string, Set<string>>, value: string, key: string): void {
+  let keys = index.get(value)
+  if (keys === undefined) index.set(value, (keys = new Set()))
+  keys.add(key)
 }

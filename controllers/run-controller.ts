@@ -17,45 +17,16 @@
 //   A prepared run is only in memory: after a restart its claim is found again and it is prepared anew.
 // Money never lives in the Run resource: its status mirrors the settled cost for display only.
 import { isConflict, objectKey, splitKey, type ResourceStore } from './resource-store.ts'
-import type { ControllerLogger } from './controller.ts'
+import type { ControllerLogger } from './task-controller.ts'
 import { Informer } from './informer.ts'
-import { isFinished, type RunPhase, type RunResource, type RunStatus, type TriggerType } from './task-reconciler.ts'
+import { isFinished, type RunPhase, type RunResource, type RunStatus } from './task-reconciler.ts'
 import { realTimers, WorkQueue, type Timers } from './work-queue.ts'
-import type { ExecutionRequest, ExecutionResult, RunExecutor } from './executor.ts'
+import type { ExecutionResult, RunExecutor } from './executor.ts'
+import type { PreparedRequest, RunLedger, SettledRun } from '../src/scheduler/contract/index.ts'
 
-/** A settled run as the ledger reports it. */
-export interface SettledRun {
-  status: string
-  cost_micros: bigint
-  exit_code: number | null
-  started_at: Date | null
-  finished_at: Date | null
-}
-
-export type PreparedRequest = Omit<ExecutionRequest, 'namespace' | 'taskUid' | 'runUid'>
-
-/** The ledger side of a run (implemented by src/scheduler/service.ts). */
-export interface RunLedger {
-  /**
-   * The dispatch decision, once per run name (funding check, reservation), and for a run claimed
-   * (or running, when adopting) its execution request with a fresh helper token. `ahead`: the
-   * run's instant has not come yet; a run that would be skipped only because another run of the
-   * task is in flight is deferred instead (that run may finish before the slot).
-   */
-  dispatchRun(input: { runId: string; taskId: string; trigger: TriggerType; ahead?: boolean; signal: AbortSignal }): Promise<
-    | { kind: 'claimed'; run: SettledRun & { status: string }; request?: PreparedRequest }
-    | { kind: 'skipped'; reason: string; message: string }
-    | { kind: 'deferred' }
-  >
-  /** Marks runs started (claimed → running; the `adopt` ones also running → running); returns those this call started. */
-  startRuns(runIds: readonly string[], adopt?: readonly string[]): Promise<Set<string>>
-  finishRun(runId: string, result: ExecutionResult): Promise<{ run: SettledRun }>
-  /** Settles a claimed run that never started (deleted or cancelled before its instant): no cost. */
-  releaseRun(runId: string, reason: string): Promise<{ run: SettledRun }>
-  lostResult(reason: string): ExecutionResult
-  /** Runs claimed or running in the ledger since before `before` (for the orphan sweep). */
-  openRuns?(before: Date): Promise<{ id: string; status: string }[]>
-}
+// The RunLedger port is part of the scheduling contract (src/scheduler/contract/ports.ts);
+// re-exported here for old import paths until they are updated.
+export type { PreparedRequest, RunLedger, SettledRun }
 
 export type RunAction =
   | { type: 'none' }

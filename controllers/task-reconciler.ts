@@ -2,7 +2,7 @@
 // reads no clock and does no I/O, so the same observed state always gives the same actions (a
 // restart, or a second controller looking at the same state, decides the same thing).
 //
-// Rules (CronJob controller v2 semantics, see /work/shared/notes/k8s.md §3):
+// Rules (the semantics of the Kubernetes CronJob controller v2):
 // - Run names are deterministic: slotName(task, slot) for scheduled runs, `<task>-m<epoch ms>` for
 //   an on-demand trigger. Creating one that exists is AlreadyExists = done, so no slot runs twice.
 // - status.lastScheduleTime is the latest slot the controller has handled (run created, or skipped
@@ -26,114 +26,34 @@ import {
   nextSlot,
   slotName,
   type CompiledSchedule,
-} from '../src/scheduler/domain/schedule.ts'
-import type { Resource } from './resource-store.ts'
+  type RunPhase,
+  type RunResource,
+  type TaskResource,
+  type TaskResourceSpec,
+  type TaskResourceStatus,
+  type TriggerType,
+} from '../src/scheduler/contract/index.ts'
 
-export type ConcurrencyPolicy = 'Forbid' | 'Allow'
-
-export interface TaskSpec {
-  /** Absent = on-demand only. */
-  schedule?: { cron: string; timezone?: string }
-  suspend?: boolean
-  /** ISO instant, inclusive. */
-  endAt?: string
-  startingDeadlineSeconds?: number
-  concurrencyPolicy?: ConcurrencyPolicy
-  successfulRunsHistoryLimit?: number
-  failedRunsHistoryLimit?: number
-  /** ISO instant set by the API when a user asks for a run now. */
-  triggerRequestedAt?: string
-  // What the executor needs (the API writes them; money and secrets stay in Postgres):
-  /** The scheduler API's task id (= metadata.name). */
-  taskId?: string
-  /** Paying wallet, for display (`kubectl get tasks -o wide`). */
-  owner?: string
-  runtime?: 'python' | 'node'
-  entrypoint?: string
-  source?: string
-  dependencies?: string[]
-  maxRuntimeSec?: number
-  /** Secret (owned by the Task) holding the env values; never the values themselves. */
-  envSecretRef?: { name: string }
-  [extra: string]: unknown
-}
-
-export interface SkipRecord {
-  slot: string
-  reason: 'ConcurrentRunActive' | 'MissedStartingDeadline' | 'TooManyMissedSlots'
-}
-
-export interface TaskStatus {
-  phase?: 'Active' | 'Suspended' | 'OnDemand' | 'Completed' | 'Invalid'
-  observedGeneration?: number
-  lastScheduleTime?: string
-  nextRunAt?: string
-  active?: string[]
-  lastTriggerHandled?: string
-  lastSkipped?: SkipRecord
-  missedSlots?: number
-  message?: string
-  /** Runs in flight (`kubectl get tasks` ACTIVE column). */
-  activeCount?: number
-  /**
-   * The latest finished run still kept and how it ended (LAST RUN column). Finished runs only: the
-   * status is then written when the active list changes anyway, never for a run's progress.
-   */
-  lastRunName?: string
-  lastRunPhase?: RunPhase
-  /** Completion time of the latest successful run (kept when history limits delete that run). */
-  lastSuccessfulTime?: string
-  /** Display mirror of the task's total settled cost, decimal micros (written by the controller adapter from the ledger). */
-  costMicros?: string
-  /** metav1.Condition list; `Ready` says whether the spec was accepted (False: InvalidSchedule). */
-  conditions?: Condition[]
-}
-
-export interface Condition {
-  type: string
-  status: 'True' | 'False' | 'Unknown'
-  reason: string
-  message: string
-  observedGeneration?: number
-  lastTransitionTime: string
-}
-
-export type RunPhase = 'Pending' | 'Queued' | 'Running' | 'Succeeded' | 'Failed' | 'Cancelled' | 'TimedOut' | 'Rejected'
-export type TriggerType = 'schedule' | 'trigger' | 'manual' | 'webhook' | 'continuation'
-
-export interface RunSpec {
-  taskRef: { name: string; uid?: string; generation?: number }
-  trigger: { type: TriggerType; scheduledTime: string }
-  /** Not to be started before this instant (continuations with a delay). */
-  notBefore?: string
-  /** Tekton-style cancellation: the executor stops the attempt and the cost is settled. */
-  cancelRequested?: boolean
-  [extra: string]: unknown
-}
-
-export interface RunStatus {
-  phase?: RunPhase
-  startTime?: string
-  completionTime?: string
-  exitCode?: number | null
-  durationMs?: number
-  /** Display mirror of the cost settled in Postgres (decimal micros); never the source of truth. */
-  costMicros?: string
-  /** Why the run ended as it did (Rejected: InsufficientFunds, TaskNotActive, …). */
-  reason?: string
-  message?: string
-  /** Kubernetes: the Job of the attempt. */
-  jobName?: string
-  [extra: string]: unknown
-}
-
-export type TaskResource = Resource<TaskSpec, TaskStatus>
-export type RunResource = Resource<RunSpec, RunStatus>
+// Moved to the scheduling contract (src/scheduler/contract/resources.ts, enums.ts); these
+// re-exports keep old import paths and names compiling until they are updated.
+export type {
+  Condition,
+  ConcurrencyPolicy,
+  RunPhase,
+  RunResource,
+  RunResourceSpec as RunSpec,
+  RunResourceStatus as RunStatus,
+  SkipRecord,
+  TaskResource,
+  TaskResourceSpec as TaskSpec,
+  TaskResourceStatus as TaskStatus,
+  TriggerType,
+} from '../src/scheduler/contract/index.ts'
 
 export type Action =
   | { type: 'createRun'; name: string; slot: string; trigger: TriggerType; notBefore?: string }
   | { type: 'deleteRun'; name: string }
-  | { type: 'patchTaskStatus'; status: TaskStatus }
+  | { type: 'patchTaskStatus'; status: TaskResourceStatus }
   | { type: 'requeueAfter'; ms: number }
 
 export interface ReconcileOptions {
@@ -202,7 +122,7 @@ function historyDeletes(runs: readonly RunResource[], keepOk: number, keepBad: n
  * lastRunName/lastRunPhase: the latest finished run still kept (after this pass's history deletes),
  * absent when none is; lastSuccessfulTime: the latest success ever seen, kept once its run is gone.
  */
-function recordLastRun(status: TaskStatus, runs: readonly RunResource[], deleted: ReadonlySet<string>): void {
+function recordLastRun(status: TaskResourceStatus, runs: readonly RunResource[], deleted: ReadonlySet<string>): void {
   let last: RunResource | undefined
   for (const run of runs) {
     if (!isFinished(run)) continue
@@ -250,7 +170,7 @@ function parseInstant(value: string | undefined): Date | undefined {
  * of a reconcile, and 10,000 tasks share a handful of schedules. Same input, same answer (or error).
  */
 const compiledSchedules = new Map<string, CompiledSchedule | Error>()
-function compiled(schedule: NonNullable<TaskSpec['schedule']>): CompiledSchedule {
+function compiled(schedule: NonNullable<TaskResourceSpec['schedule']>): CompiledSchedule {
   const key = JSON.stringify(schedule)
   let entry = compiledSchedules.get(key)
   if (entry === undefined) {
@@ -269,7 +189,7 @@ function compiled(schedule: NonNullable<TaskSpec['schedule']>): CompiledSchedule
 export function reconcileTask(observed: Observed, options: ReconcileOptions = {}): Action[] {
   const { task, now } = observed
   const spec = task.spec
-  const current: TaskStatus = task.status ?? {}
+  const current: TaskResourceStatus = task.status ?? {}
   const runs = observed.runs.filter((run) => run.spec.taskRef?.name === task.metadata.name)
   const actions: Action[] = []
 
@@ -285,7 +205,7 @@ export function reconcileTask(observed: Observed, options: ReconcileOptions = {}
   const waiting = runs.filter((run) => isWaitingForSlot(run, now))
   const active = runs.filter((run) => !isFinished(run) && !isWaitingForSlot(run, now)).map((run) => run.metadata.name)
   const forbid = (spec.concurrencyPolicy ?? 'Forbid') === 'Forbid'
-  const status: TaskStatus = { ...current, observedGeneration: task.metadata.generation }
+  const status: TaskResourceStatus = { ...current, observedGeneration: task.metadata.generation }
   delete status.message
   const runsByName = new Map(runs.map((run) => [run.metadata.name, run]))
   const create = (name: string, slot: Date, trigger: TriggerType, ahead = false): void => {

@@ -4,16 +4,10 @@
 // retried with per-key exponential backoff. Delays run on injected timers so tests can use a fake clock.
 // Routine failures (`isRoutine`: a resourceVersion Conflict when two writers race) are retried the
 // same way but reported through `onRoutine` (a debug line), not `onError`.
+import { realTimers, type Timers } from '../src/platform/clock.ts'
 
-export interface Timers {
-  setTimeout(fn: () => void, ms: number): unknown
-  clearTimeout(handle: unknown): void
-}
-
-export const realTimers: Timers = {
-  setTimeout: (fn, ms) => setTimeout(fn, ms),
-  clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
-}
+// Defined with the clock in src/platform/clock.ts; re-exported for the controllers that import them from here.
+export { realTimers, type Timers }
 
 export interface WorkQueueOptions {
   /** Parallel keys (default 4). */

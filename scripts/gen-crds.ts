@@ -1,5 +1,7 @@
-// Writes the Task and Run CRDs from controllers/kubernetes/crds.ts to crds/ and to the Helm chart's
-// crds/ directory. `npm run gen:crds`; test/unit/crds.test.ts fails when the checked-in copies drift.
+// Writes the Task and Run CRDs to crds/ and to the Helm chart's crds/ directory: their schemas are
+// the scheduling contract's (src/scheduler/contract/resources.ts), assembled into CRDs by
+// controllers/kubernetes/crds.ts. `npm run gen:crds`; test/unit/crds.test.ts fails when the
+// checked-in copies drift.
 // `--check` writes nothing and exits 1 listing the stale files (for CI without the test suite).
 import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { dirname, join, relative } from 'node:path'

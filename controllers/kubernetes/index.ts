@@ -6,12 +6,13 @@ import { readFile } from 'node:fs/promises'
 import { hostname } from 'node:os'
 import { KubeConfig, type V1Job } from '@kubernetes/client-node'
 import { parse as parseYaml } from 'yaml'
-import type { Clock } from '../controller.ts'
+import type { TimerClock } from '../../src/platform/clock.ts'
+import type { Config } from '../../src/platform/config.ts'
 import { createJobExecutor, type JobExecutorOptions, type KubernetesJobExecutor } from './job-executor.ts'
 import { DEFAULT_IMAGES } from './job-spec.ts'
 import { LeaderElector, type LeaderElectorOptions } from './leader-election.ts'
 import { createKubernetesStores, createTaskEnvSecrets, type KubernetesResourceStore, type TaskEnvSecrets } from './store.ts'
-import type { RunResource, TaskResource } from '../task-reconciler.ts'
+import type { RunResource, TaskResource } from '../../src/scheduler/contract/index.ts'
 
 export * from './store.ts'
 export * from './job-spec.ts'
@@ -44,11 +45,32 @@ export interface KubernetesBackendOptions {
   /** Namespace of Tasks, Runs, their Jobs and the Lease. */
   namespace: string
   kubeconfigPath?: string
-  /** Default: env RUNNER_JOB_TEMPLATE_FILE. */
+  /** The admin's Job template file (RUNNER_JOB_TEMPLATE_FILE); absent = DEFAULT_JOB_TEMPLATE. */
   jobTemplateFile?: string
-  /** Default: env RUNNER_IMAGE_PYTHON / RUNNER_IMAGE_NODE, else the official slim images. */
+  /** Runner images (RUNNER_IMAGE_PYTHON / RUNNER_IMAGE_NODE); absent = DEFAULT_IMAGES, the official slim images. */
   images?: { python: string; node: string }
+  /** Package sources for task dependencies (NPM_REGISTRY / PIP_INDEX_URL); absent = the package managers' defaults. */
+  npmRegistry?: string
+  pipIndexUrl?: string
+  /**
+   * What the kubelet puts in a pod's environment, not configuration: KUBERNETES_SERVICE_HOST (in a
+   * cluster: use the service account) and HOSTNAME (the pod name, in the Lease holder identity).
+   * Default process.env.
+   */
   env?: NodeJS.ProcessEnv
+}
+
+/** The backend options the typed configuration chooses (the composition root passes them). */
+export function kubernetesBackendOptions(
+  config: Pick<Config, 'kubeNamespace' | 'runnerJobTemplateFile' | 'runnerImagePython' | 'runnerImageNode' | 'npmRegistry' | 'pipIndexUrl'>,
+): KubernetesBackendOptions {
+  return {
+    namespace: config.kubeNamespace,
+    images: { python: config.runnerImagePython, node: config.runnerImageNode },
+    ...(config.runnerJobTemplateFile !== undefined ? { jobTemplateFile: config.runnerJobTemplateFile } : {}),
+    ...(config.npmRegistry !== undefined ? { npmRegistry: config.npmRegistry } : {}),
+    ...(config.pipIndexUrl !== undefined ? { pipIndexUrl: config.pipIndexUrl } : {}),
+  }
 }
 
 export interface KubernetesBackend {
@@ -57,8 +79,8 @@ export interface KubernetesBackend {
   tasks: KubernetesResourceStore<TaskResource>
   runs: KubernetesResourceStore<RunResource>
   envSecrets: TaskEnvSecrets
-  /** A Job executor with the backend's namespace, images and template. */
-  createExecutor(options?: Partial<Omit<JobExecutorOptions, 'kubeConfig'>> & { clock?: Clock }): KubernetesJobExecutor
+  /** A Job executor with the backend's namespace, images, template and package sources. */
+  createExecutor(options?: Partial<Omit<JobExecutorOptions, 'kubeConfig'>> & { clock?: TimerClock }): KubernetesJobExecutor
   /** A leader elector on the Lease `agent-gateway-controller` (identity: hostname + random). */
   createElector(options: Pick<LeaderElectorOptions, 'onStartedLeading'> & Partial<Omit<LeaderElectorOptions, 'kubeConfig'>>): LeaderElector
 }
@@ -66,9 +88,13 @@ export interface KubernetesBackend {
 export async function openKubernetesBackend(options: KubernetesBackendOptions): Promise<KubernetesBackend> {
   const env = options.env ?? process.env
   const kubeConfig = loadKubeConfig({ ...(options.kubeconfigPath !== undefined ? { kubeconfigPath: options.kubeconfigPath } : {}), env })
-  const template = await loadJobTemplate(options.jobTemplateFile ?? env.RUNNER_JOB_TEMPLATE_FILE)
-  const images = options.images ?? { python: env.RUNNER_IMAGE_PYTHON || DEFAULT_IMAGES.python, node: env.RUNNER_IMAGE_NODE || DEFAULT_IMAGES.node }
+  const template = await loadJobTemplate(options.jobTemplateFile)
+  const images = options.images ?? { ...DEFAULT_IMAGES }
   const { namespace } = options
+  const packageSources = {
+    ...(options.npmRegistry !== undefined ? { npmRegistry: options.npmRegistry } : {}),
+    ...(options.pipIndexUrl !== undefined ? { pipIndexUrl: options.pipIndexUrl } : {}),
+  }
   const { tasks, runs } = createKubernetesStores({ kubeConfig, namespace })
   return {
     kubeConfig,
@@ -77,7 +103,7 @@ export async function openKubernetesBackend(options: KubernetesBackendOptions): 
     runs,
     envSecrets: createTaskEnvSecrets(kubeConfig, namespace),
     createExecutor: (overrides = {}) =>
-      createJobExecutor({ namespace, images, ...(template !== undefined ? { template } : {}), ...overrides, kubeConfig }),
+      createJobExecutor({ namespace, images, ...(template !== undefined ? { template } : {}), ...packageSources, ...overrides, kubeConfig }),
     createElector: (electorOptions) =>
       new LeaderElector({
         namespace,

@@ -1,4 +1,4 @@
-// The Kubernetes RunExecutor (controllers/executor.ts): one attempt of a Run = one sandboxed Job
+// The Kubernetes RunExecutor (src/scheduler/contract/ports.ts): one attempt of a Run = one sandboxed Job
 // (controllers/kubernetes/job-spec.ts) running the shared bootstrap with the run.json contract.
 //
 // execute():
@@ -41,8 +41,8 @@ import {
   type V1Pod,
   type V1Secret,
 } from '@kubernetes/client-node'
-import { systemClock, type Clock } from '../controller.ts'
-import type { ExecutionOutcome, ExecutionRequest, ExecutionResult, RunExecutor } from '../executor.ts'
+import { systemTimerClock, type TimerClock } from '../../src/platform/clock.ts'
+import type { ExecutionOutcome, ExecutionRequest, ExecutionResult, RunExecutor } from '../../src/scheduler/contract/index.ts'
 import { CRD_GROUP, CRD_VERSION, RUN_PLURAL } from './crds.ts'
 import {
   buildRunConfigMap,
@@ -201,7 +201,7 @@ export interface JobExecutorOptions {
   images: { python: string; node: string }
   /** The admin's Job template (RUNNER_JOB_TEMPLATE_FILE); DEFAULT_JOB_TEMPLATE when absent. */
   template?: V1Job
-  clock?: Clock
+  clock?: TimerClock
   /** How long a container may wait with an image/config error before the run fails (default 60 s). */
   waitingGraceMs?: number
   /** Re-read the Job and Pod at least this often, watch events or not (default 5 s). */
@@ -286,7 +286,7 @@ class LogSink extends Writable {
 export class KubernetesJobExecutor implements RunExecutor {
   readonly kind = 'kubernetes' as const
   readonly #options: JobExecutorOptions
-  readonly #clock: Clock
+  readonly #clock: TimerClock
   readonly #batch: BatchV1Api
   readonly #core: CoreV1Api
   readonly #custom: CustomObjectsApi
@@ -297,7 +297,7 @@ export class KubernetesJobExecutor implements RunExecutor {
 
   constructor(options: JobExecutorOptions) {
     this.#options = options
-    this.#clock = options.clock ?? systemClock
+    this.#clock = options.clock ?? systemTimerClock
     const kubeConfig = shareConnections(options.kubeConfig)
     this.#batch = kubeConfig.makeApiClient(BatchV1Api)
     this.#core = kubeConfig.makeApiClient(CoreV1Api)

@@ -16,7 +16,7 @@
 // The bootstrap ships in the ConfigMap, so any python/node image runs the exact same bootstrap.
 import { createHash } from 'node:crypto'
 import type { V1ConfigMap, V1Container, V1EnvVar, V1Job, V1OwnerReference, V1PodSpec, V1Secret, V1Volume, V1VolumeMount } from '@kubernetes/client-node'
-import type { ExecutionRequest } from '../executor.ts'
+import type { ExecutionRequest } from '../../src/scheduler/contract/index.ts'
 import { CRD_API_VERSION, RUN_KIND } from './crds.ts'
 
 export const SCRIPT_CONTAINER = 'script'
@@ -51,8 +51,10 @@ export const DEFAULT_IMAGES = { python: 'python:3.12-slim', node: 'node:22-slim'
 export const DEFAULT_NPM_CLI = '/usr/local/lib/node_modules/npm/bin/npm-cli.js'
 
 /**
- * The template used when the admin supplies none: the sizing of the notes' §4.1 sandbox. Only
- * fields an admin may tune live here; the sandbox fields are forced by buildRunJob either way.
+ * The template used when the admin supplies none: sized for one short script and a few package
+ * installs (a 512Mi memory limit, as the local sandbox's default), /tmp in memory and bounded so a
+ * run cannot fill the node's disk. Only fields an admin may tune live here; the sandbox fields are
+ * forced by buildRunJob either way.
  */
 export const DEFAULT_JOB_TEMPLATE: V1Job = {
   apiVersion: 'batch/v1',

@@ -12,7 +12,7 @@
 //   for the expiry.
 // RBAC: coordination.k8s.io leases get, create, update in the namespace.
 import { CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease } from '@kubernetes/client-node'
-import { systemClock, type Clock } from '../controller.ts'
+import { systemTimerClock, type TimerClock } from '../../src/platform/clock.ts'
 import { apiStatus, shareConnections } from './store.ts'
 
 export interface LeaseRecord {
@@ -68,7 +68,7 @@ export interface LeaderElectorOptions {
   leaseDurationSec?: number
   renewDeadlineSec?: number
   retryPeriodSec?: number
-  clock?: Clock
+  clock?: TimerClock
   /** Called when this candidate becomes the leader; `signal` aborts when it stops leading. */
   onStartedLeading: (signal: AbortSignal) => void | Promise<void>
   onStoppedLeading?: () => void
@@ -80,7 +80,7 @@ export interface LeaderElectorOptions {
 export class LeaderElector {
   readonly #options: LeaderElectorOptions
   readonly #api: CoordinationV1Api
-  readonly #clock: Clock
+  readonly #clock: TimerClock
   readonly #leaseDurationSec: number
   readonly #renewDeadlineMs: number
   readonly #retryMs: number
@@ -97,7 +97,7 @@ export class LeaderElector {
   constructor(options: LeaderElectorOptions) {
     this.#options = options
     this.#api = shareConnections(options.kubeConfig).makeApiClient(CoordinationV1Api)
-    this.#clock = options.clock ?? systemClock
+    this.#clock = options.clock ?? systemTimerClock
     this.#leaseDurationSec = options.leaseDurationSec ?? 15
     this.#renewDeadlineMs = (options.renewDeadlineSec ?? 10) * 1000
     this.#retryMs = (options.retryPeriodSec ?? 2) * 1000

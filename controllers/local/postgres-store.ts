@@ -28,7 +28,7 @@ import {
   type WatchEvent,
   type WatchEventType,
   type WatchOptions,
-} from '../resource-store.ts'
+} from '../../src/scheduler/contract/index.ts'
 
 export interface PostgresStoreOptions {
   kind: ResourceKind

@@ -14,7 +14,7 @@ import { execFile } from 'node:child_process'
 import { access, readFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import { PREINSTALLED } from '../../src/scheduler/domain/validate.ts'
+import { PREINSTALLED } from '../../src/scheduler/contract/index.ts'
 import { checkWorkRoot, FALLBACK_TOOL_DIRS, findTool, preinstalledNodeLibs, probeSandbox, resolveInterpreter } from './sandbox.ts'
 
 export type PrerequisiteName = 'bwrap' | 'prlimit' | 'python' | 'node' | 'nodelibs' | 'userns' | 'sandbox' | 'workroot'
@@ -37,7 +37,7 @@ export interface PrerequisiteReport {
   runtimes: { python?: string; node?: string }
   problems: PrerequisiteProblem[]
   /**
-   * The SPEC's preinstalled libraries (src/scheduler/domain/validate.ts PREINSTALLED) that local
+   * The SPEC's preinstalled libraries (PREINSTALLED, src/scheduler/contract/runtimes.ts) that local
    * runs do not have (undefined: not checked, the interpreter is missing). Not a problem: scripts
    * that do not import them run; those that do fail, and may not list them as dependencies.
    */

@@ -1,7 +1,7 @@
 // The local RunExecutor: each attempt in a fresh bubblewrap sandbox (sandbox.ts). Everything that
 // happens inside the sandbox is a result; only a machine that cannot sandbox at all (no bwrap, no
 // interpreter) or an input the sandbox refuses is reported as infra_error, which is not charged.
-import type { ExecutionRequest, ExecutionResult, RunExecutor } from '../executor.ts'
+import type { ExecutionRequest, ExecutionResult, RunExecutor } from '../../src/scheduler/contract/index.ts'
 import { runInSandbox, SandboxInputError, SandboxUnavailableError, type SandboxLimits, type SandboxOptions, type SandboxOutcome } from './sandbox.ts'
 
 export interface LocalExecutorOptions extends SandboxOptions {

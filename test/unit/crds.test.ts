@@ -21,8 +21,13 @@ import {
   type CustomResourceDefinition,
   type SchemaNode,
 } from '../../controllers/kubernetes/crds.ts'
-import type { RunSpec, RunStatus, TaskSpec, TaskStatus } from '../../controllers/task-reconciler.ts'
-import { SCHEDULER_LIMITS } from '../../src/catalog/schemas/scheduler.ts'
+import {
+  SCHEDULER_LIMITS,
+  type RunResourceSpec as RunSpec,
+  type RunResourceStatus as RunStatus,
+  type TaskResourceSpec as TaskSpec,
+  type TaskResourceStatus as TaskStatus,
+} from '../../src/scheduler/contract/index.ts'
 import { evaluateJsonPath, parseCel, parseJsonPath } from '../helpers/fake-kube-apiserver.ts'
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
@@ -85,12 +90,15 @@ const FULL_RUN_STATUS: Full<RunStatus> = {
   reason: 'Completed',
   message: 'done',
   jobName: 'nightly-202611241200-a1',
+  observedGeneration: 1,
+  conditions: [{ type: 'Succeeded', status: 'True', reason: 'Completed', message: '', lastTransitionTime: '2026-11-24T12:01:24Z' }],
+  duration: '1m23s',
 }
 const CONDITION = { type: 'Ready', status: 'True', observedGeneration: 2, lastTransitionTime: '2026-11-24T12:00:00Z', reason: 'Scheduled', message: '' }
 
 const schemaOf = (crd: CustomResourceDefinition): SchemaNode => (crd.spec.versions[0] as CustomResourceDefinition['spec']['versions'][number]).schema.openAPIV3Schema
 const validator = (crd: CustomResourceDefinition): ValidateFunction => {
-  // As the notes prescribe: ajv in non-strict mode ignores the x-kubernetes-* keywords.
+  // Non-strict: ajv then ignores the x-kubernetes-* keywords, which only the API server evaluates.
   const ajv = new Ajv({ strict: false, allErrors: true, formats: { int64: true } })
   addFormats(ajv)
   return ajv.compile(schemaOf(crd))

@@ -7,7 +7,7 @@ import t from 'tap'
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { PREINSTALLED } from '../../src/scheduler/domain/validate.ts'
+import { PREINSTALLED } from '../../src/scheduler/contract/index.ts'
 import { buildRunJob } from '../../controllers/kubernetes/job-spec.ts'
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..')

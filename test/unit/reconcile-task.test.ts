@@ -1,11 +1,12 @@
 // Pure cron reconciler with a fake clock: a tiny in-memory "world" applies the actions the way the
 // controller adapter does (AlreadyExists on createRun is success), and runs finish at once unless told.
 import t from 'tap'
-import { reconcileTask, triggerRunName, type Action, type RunResource, type TaskResource, type TaskSpec } from '../../controllers/task-reconciler.ts'
+import { reconcileTask, triggerRunName, type Action } from '../../controllers/task-reconciler.ts'
+import type { RunResource, TaskResource, TaskResourceSpec } from '../../src/scheduler/contract/index.ts'
 
 const MIN = 60_000
 
-function makeTask(name: string, spec: TaskSpec, created: string): TaskResource {
+function makeTask(name: string, spec: TaskResourceSpec, created: string): TaskResource {
   return {
     apiVersion: 'jobs.agent-gateway.dev/v1alpha1',
     kind: 'Task',
@@ -53,7 +54,7 @@ class World {
 }
 
 const at = (iso: string) => new Date(iso)
-const everyMinute: TaskSpec = { schedule: { cron: '* * * * *' }, successfulRunsHistoryLimit: 100 }
+const everyMinute: TaskResourceSpec = { schedule: { cron: '* * * * *' }, successfulRunsHistoryLimit: 100 }
 
 t.test('every-minute schedule over 10 minutes creates exactly 10 runs with slot names', async (t) => {
   const world = new World(makeTask('tick', everyMinute, '2026-06-01T00:00:00.000Z'))
@@ -115,7 +116,7 @@ t.test('two controllers reconciling the same state produce the same names', asyn
 })
 
 t.test('DST: daily 02:30 Europe/Berlin runs once on spring-forward and fall-back days', async (t) => {
-  const spec: TaskSpec = { schedule: { cron: '30 2 * * *', timezone: 'Europe/Berlin' }, successfulRunsHistoryLimit: 10 }
+  const spec: TaskResourceSpec = { schedule: { cron: '30 2 * * *', timezone: 'Europe/Berlin' }, successfulRunsHistoryLimit: 10 }
   const spring = new World(makeTask('nightly', spec, '2026-03-28T12:00:00.000Z'))
   spring.run(at('2026-03-28T12:00:00Z'), at('2026-03-29T12:00:00Z'))
   t.same(spring.created, ['nightly-202603290130'], '03:30 CEST, once')

@@ -13,7 +13,7 @@ import {
   type Reservation,
 } from '../../src/scheduler/domain/escrow.ts'
 import { DEFAULT_RATES } from '../../src/scheduler/domain/rates.ts'
-import { initialTransition, isTerminal, transition, type Effect, type RunTrigger, type TaskEvent, type TaskStatus } from '../../src/scheduler/domain/states.ts'
+import { initialTransition, isTerminal, transition, type Effect, type RunTrigger, type TaskEvent, type TaskState } from '../../src/scheduler/domain/states.ts'
 
 const MIN = DEFAULT_RATES.min_refund_micros
 const sum = (rows: readonly LedgerEntry[]) => rows.reduce((a, r) => a + r.amount_micros, 0n)
@@ -112,7 +112,7 @@ t.test('property: money is never created or lost (2000 seeded sequences)', async
   let runsFinalized = 0
   let refunds = 0
   let forfeits = 0
-  const statusesSeen = new Set<TaskStatus>()
+  const statusesSeen = new Set<TaskState>()
   for (let seq = 0; seq < 2000 && failures < 5; seq++) {
     const rnd = prng(0x5eed + seq)
     const rail = rnd.next() < 0.85 ? 'direct' : 'marketplace'
@@ -142,7 +142,7 @@ t.test('property: money is never created or lost (2000 seeded sequences)', async
       }
     }
     append([chargeEntry(maxAmount)])
-    let status: TaskStatus = initialTransition({ rail, scheduled, end_at: endAt }, { ceiling_micros: ceiling, available_micros: maxAmount }).next
+    let status: TaskState = initialTransition({ rail, scheduled, end_at: endAt }, { ceiling_micros: ceiling, available_micros: maxAmount }).next
 
     const apply = (effects: readonly Effect[]) => {
       for (const effect of effects) {

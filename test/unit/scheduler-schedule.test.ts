@@ -8,7 +8,7 @@ import {
   slotName,
   slotsBetween,
   type CompiledSchedule,
-} from '../../src/scheduler/domain/schedule.ts'
+} from '../../src/scheduler/contract/schedule.ts'
 
 const iso = (dates: readonly Date[]) => dates.map((d) => d.toISOString())
 const at = (value: string) => new Date(value)

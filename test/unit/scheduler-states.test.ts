@@ -1,5 +1,5 @@
 import t from 'tap'
-import { TASK_STATUSES } from '../../src/catalog/schemas/scheduler.ts'
+import { TASK_STATES as TASK_STATUSES } from '../../src/scheduler/contract/index.ts'
 import { AppError } from '../../src/platform/errors.ts'
 import {
   INFRA_FAILURE_LIMIT,

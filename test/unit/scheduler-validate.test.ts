@@ -14,7 +14,7 @@ import {
   validateEnv,
   validatePatch,
   type PatchTarget,
-  type TaskSpec,
+  type TaskCreateInput,
 } from '../../src/scheduler/domain/validate.ts'
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
@@ -215,7 +215,7 @@ t.test('parseTimestamp is a real RFC 3339 parser', async (t) => {
 
 t.test('idempotency hash: exactly SPEC rule 1 fields', async (t) => {
   const a = create({ env: { A: '1', B: '2' }, dependencies: ['numpy', 'pandas'] })
-  const same = (spec: TaskSpec) => idempotencyHash(spec) === idempotencyHash(a)
+  const same = (spec: TaskCreateInput) => idempotencyHash(spec) === idempotencyHash(a)
   t.match(idempotencyHash(a), /^[0-9a-f]{64}$/)
   t.ok(same(create({ env: { B: 'other', A: 'values' }, dependencies: ['pandas', 'numpy'] })), 'env values and set order do not matter')
   t.ok(same(create({ env: { A: '1', B: '2' }, dependencies: ['numpy', 'pandas'], notify_email: 'x@example.com', artifacts: { enabled: true } })), 'notify_email/artifacts not covered')

@@ -1,7 +1,24 @@
 // Scheduler service ({scheduler_url}/api/v1). SPEC gives the create body and the operation list;
-// bounds it leaves open and every response shape are designed here (see docs and descriptions).
-// Money in responses is integer micros as a decimal string; env is never part of any response.
+// every response shape is designed here (see docs and descriptions). The vocabularies and bounds
+// come from the scheduling contract (src/scheduler/contract), which the domain validation and the
+// Task/Run resources share. Money in responses is integer micros as a decimal string; env is never
+// part of any response.
 import { Type } from '@sinclair/typebox'
+import {
+  DAYS_OF_WEEK,
+  EVERY_VALUES,
+  FIELD_LIMITS,
+  FIELD_PATTERNS,
+  LLM_PROFILES,
+  PREINSTALLED,
+  RAILS,
+  RUN_STATES,
+  RUNTIMES,
+  SCHEDULER_LIMITS,
+  SIBLINGS,
+  TASK_STATES,
+  TRIGGER_TYPES,
+} from '../../scheduler/contract/index.ts'
 import {
   IdempotencyKey,
   MAX_SAFE_INTEGER,
@@ -14,35 +31,21 @@ import {
   Timestamp,
 } from './common.ts'
 
-/** Bounds SPEC leaves open; the handler and GET /api/v1/rates (hard caps) use the same numbers. */
-export const SCHEDULER_LIMITS = {
-  maxSourceChars: 262144,
-  maxRuntimeSec: 3600,
-  maxSiblingCalls: 100,
-  maxToolList: 50,
-  maxDependencies: 20,
-  maxEnvKeys: 50,
-  maxEnvValueChars: 4096,
-} as const
-
-export const TASK_STATUSES = ['active', 'paused_insufficient_funds', 'paused', 'completed', 'deleted', 'terminated'] as const
-export const RUNTIMES = ['python', 'node'] as const
-export const LLM_PROFILES = ['quick', 'standard', 'bulk'] as const
-export const DAYS_OF_WEEK = ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'] as const
-export const SIBLINGS = ['urlshortener', 'cdn', 'forms', 'screenshot', 'inbox'] as const
+// Moved to the scheduling contract; re-exported so old import paths keep compiling until updated.
+export { LLM_PROFILES }
 
 // ---------------------------------------------------------------- request parts
 
 const Timezone = Type.String({
   minLength: 1,
-  maxLength: 64,
-  pattern: '^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,2}$',
+  maxLength: FIELD_LIMITS.maxTimezoneChars,
+  pattern: FIELD_PATTERNS.timezone,
   description: 'IANA time zone, e.g. UTC or Europe/Berlin; UTC when omitted',
 })
 
 export const CronSchedule = Type.Object(
   {
-    cron: Type.String({ minLength: 1, maxLength: 120, description: '5-field cron expression (minute hour day-of-month month day-of-week)' }),
+    cron: Type.String({ minLength: 1, maxLength: FIELD_LIMITS.maxCronChars, description: '5-field cron expression (minute hour day-of-month month day-of-week)' }),
     timezone: Type.Optional(Timezone),
   },
   { additionalProperties: false, title: 'Cron schedule' },
@@ -50,7 +53,7 @@ export const CronSchedule = Type.Object(
 
 export const EverySchedule = Type.Object(
   {
-    every: StringEnum(['minute', 'hourly', 'daily', 'weekly'] as const),
+    every: StringEnum(EVERY_VALUES),
     at: Type.Optional(
       Type.String({
         pattern: '^([01][0-9]|2[0-3]):[0-5][0-9]$',
@@ -75,25 +78,25 @@ export const Schedule = Type.Union([CronSchedule, EverySchedule], {
 
 const ToolName = Type.String({
   minLength: 1,
-  maxLength: 200,
+  maxLength: FIELD_LIMITS.maxToolNameChars,
   pattern: '^[A-Za-z0-9][A-Za-z0-9._:/@-]*$',
   description: 'A first-party sibling name (urlshortener, cdn, forms, screenshot, inbox) or a marketplace capability id',
 })
 
 const Dependency = Type.String({
   minLength: 1,
-  maxLength: 214,
+  maxLength: FIELD_LIMITS.maxDependencyChars,
   pattern: '^(@[a-z0-9][a-z0-9._-]*/)?[A-Za-z0-9][A-Za-z0-9._-]*(\\[[A-Za-z0-9._,-]+\\])?((==|>=|<=|~=|!=|>|<|@)[A-Za-z0-9.*^~<>=!,+_-]+)?$',
   description: 'Package name with an optional version spec: requests==2.32.3, numpy>=2, lodash@4.17.21, @scope/pkg@^1',
 })
 
 export const TaskEnv = Type.Record(
-  Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,127}$' }),
+  Type.String({ pattern: FIELD_PATTERNS.envName }),
   Type.String({ maxLength: SCHEDULER_LIMITS.maxEnvValueChars }),
   {
     additionalProperties: false,
     maxProperties: SCHEDULER_LIMITS.maxEnvKeys,
-    description: 'Sandbox environment variables (at most 50; names [A-Za-z_][A-Za-z0-9_]*, values up to 4096 characters); encrypted at rest, never echoed',
+    description: `Sandbox environment variables (at most ${SCHEDULER_LIMITS.maxEnvKeys}; names [A-Za-z_][A-Za-z0-9_]*, values up to ${SCHEDULER_LIMITS.maxEnvValueChars} characters); encrypted at rest, never echoed`,
   },
 )
 
@@ -112,8 +115,8 @@ export const ArtifactsConfig = Type.Object(
   { additionalProperties: false },
 )
 
-const NotifyEmail = Type.String({ format: 'email', maxLength: 254, description: 'Receives a best-effort completion e-mail per scheduled or triggered run' })
-const MaxRuntimeSec = Type.Number({ minimum: 1, maximum: SCHEDULER_LIMITS.maxRuntimeSec, description: 'Per-run wall-clock cap in seconds, 1 to 3600' })
+const NotifyEmail = Type.String({ format: 'email', maxLength: FIELD_LIMITS.maxEmailChars, description: 'Receives a best-effort completion e-mail per scheduled or triggered run' })
+const MaxRuntimeSec = Type.Number({ minimum: 1, maximum: SCHEDULER_LIMITS.maxRuntimeSec, description: `Per-run wall-clock cap in seconds, 1 to ${SCHEDULER_LIMITS.maxRuntimeSec}` })
 const SiblingSpend = MicrosInput({
   description: 'Per-run ceiling on sibling and paid-capability spend, integer micros (JSON integer or digit string)',
 })
@@ -124,18 +127,18 @@ export const TaskCreateRequest = Type.Object(
   {
     schedule: Type.Optional(Schedule),
     runtime: StringEnum(RUNTIMES, { description: 'python (3.12) or node (22)' }),
-    source: Type.String({ minLength: 1, maxLength: SCHEDULER_LIMITS.maxSourceChars, description: 'Script text, at most 262144 characters' }),
+    source: Type.String({ minLength: 1, maxLength: SCHEDULER_LIMITS.maxSourceChars, description: `Script text, at most ${SCHEDULER_LIMITS.maxSourceChars} characters` }),
     entrypoint: Type.String({
       minLength: 1,
-      maxLength: 128,
-      pattern: '^[A-Za-z0-9_][A-Za-z0-9._-]*$',
+      maxLength: FIELD_LIMITS.maxEntrypointChars,
+      pattern: FIELD_PATTERNS.entrypoint,
       description: 'Filename the source is written to, e.g. main.py or index.js',
     }),
     max_runtime_sec: MaxRuntimeSec,
     max_sibling_calls: Type.Integer({
       minimum: 0,
       maximum: SCHEDULER_LIMITS.maxSiblingCalls,
-      description: 'Per-run cap on call(...) invocations, 0 to 100; 0 for a plain script',
+      description: `Per-run cap on call(...) invocations, 0 to ${SCHEDULER_LIMITS.maxSiblingCalls}; 0 for a plain script`,
     }),
     max_amount_usdc_micros: Type.Integer({
       minimum: 1,
@@ -145,7 +148,7 @@ export const TaskCreateRequest = Type.Object(
     }),
     tool_list: Type.Optional(
       ToolList(
-        'Allowlist of siblings and capability ids (at most 50). Unset with max_sibling_calls > 0 means open (then max_sibling_spend_micros is required); unset with 0 means deny-all',
+        `Allowlist of siblings and capability ids (at most ${SCHEDULER_LIMITS.maxToolList}). Unset with max_sibling_calls > 0 means open (then max_sibling_spend_micros is required); unset with 0 means deny-all`,
       ),
     ),
     max_sibling_spend_micros: Type.Optional(SiblingSpend),
@@ -154,7 +157,7 @@ export const TaskCreateRequest = Type.Object(
         maxItems: SCHEDULER_LIMITS.maxDependencies,
         uniqueItems: true,
         description:
-          'Packages not preinstalled (at most 20); each adds to the per-run ceiling. Preinstalled: python requests, httpx, feedparser, beautifulsoup4, lxml, python-dateutil, pyyaml, pillow; node axios, node-fetch, cheerio, date-fns, yaml, sharp',
+          `Packages not preinstalled (at most ${SCHEDULER_LIMITS.maxDependencies}); each adds to the per-run ceiling. Preinstalled: python ${PREINSTALLED.python.join(', ')}; node ${PREINSTALLED.node.join(', ')}`,
       }),
     ),
     env: Type.Optional(TaskEnv),
@@ -195,7 +198,7 @@ export const TaskFundRequest = Type.Object(
 )
 
 export const TaskCloneRequest = Type.Object(
-  { task_id: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$', description: 'Task to copy' }) },
+  { task_id: Type.String({ minLength: 1, maxLength: FIELD_LIMITS.maxIdChars, pattern: FIELD_PATTERNS.id, description: 'Task to copy' }) },
   { additionalProperties: false },
 )
 
@@ -217,21 +220,21 @@ export const TaskPatchRequest = Type.Object(
 export const TaskEnvRequest = Type.Object({ env: TaskEnv }, { additionalProperties: false })
 
 export const TaskIdParams = Type.Object(
-  { id: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$', description: 'Task id' }) },
+  { id: Type.String({ minLength: 1, maxLength: FIELD_LIMITS.maxIdChars, pattern: FIELD_PATTERNS.id, description: 'Task id' }) },
   { additionalProperties: false },
 )
 export const RunIdParams = Type.Object(
-  { id: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$', description: 'Run id' }) },
+  { id: Type.String({ minLength: 1, maxLength: FIELD_LIMITS.maxIdChars, pattern: FIELD_PATTERNS.id, description: 'Run id' }) },
   { additionalProperties: false },
 )
 export const KeyIdParams = Type.Object(
-  { id: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$', description: 'Account key id' }) },
+  { id: Type.String({ minLength: 1, maxLength: FIELD_LIMITS.maxIdChars, pattern: FIELD_PATTERNS.id, description: 'Account key id' }) },
   { additionalProperties: false },
 )
 
 // ---------------------------------------------------------------- responses
 
-export const Rail = StringEnum(['direct', 'marketplace'] as const, {
+export const Rail = StringEnum(RAILS, {
   description: 'direct: refundable USDC escrow held by the scheduler; marketplace: marketplace access plus usage reporting, nothing refundable',
 })
 
@@ -239,7 +242,7 @@ export const ScheduleView = Type.Object(
   {
     cron: Type.String({ description: 'Compiled 5-field cron' }),
     timezone: Type.String(),
-    every: Type.Optional(StringEnum(['minute', 'hourly', 'daily', 'weekly'] as const)),
+    every: Type.Optional(StringEnum(EVERY_VALUES)),
     at: Type.Optional(Type.String()),
     dayOfWeek: Type.Optional(StringEnum(DAYS_OF_WEEK)),
   },
@@ -269,7 +272,7 @@ export const RecoveryHint = Type.Object(
 export const Task = Type.Object(
   {
     id: Type.String(),
-    status: StringEnum(TASK_STATUSES),
+    status: StringEnum(TASK_STATES),
     rail: Rail,
     schedule: Nullable(ScheduleView, { description: 'null for an on-demand task' }),
     runtime: StringEnum(RUNTIMES),
@@ -299,7 +302,8 @@ export const Task = Type.Object(
   { additionalProperties: false },
 )
 
-export const TaskSpec = Type.Object(
+/** The create body POST /api/v1/tasks/clone returns (env values masked), to edit and send as POST /api/v1/tasks. */
+export const TaskCloneSpec = Type.Object(
   {
     schedule: Type.Optional(ScheduleView),
     runtime: StringEnum(RUNTIMES),
@@ -323,7 +327,7 @@ export const TaskSpec = Type.Object(
 )
 
 export const TaskClone = Type.Object(
-  { source_task_id: Type.String(), spec: TaskSpec },
+  { source_task_id: Type.String(), spec: TaskCloneSpec },
   { additionalProperties: false },
 )
 
@@ -347,15 +351,12 @@ export const WebhookDisabled = Type.Object(
   { additionalProperties: false },
 )
 
-export const RUN_STATUSES = ['queued', 'claimed', 'running', 'succeeded', 'failed', 'timed_out', 'cancelled', 'skipped'] as const
-export const RUN_TRIGGERS = ['schedule', 'trigger', 'manual', 'webhook', 'continuation'] as const
-
 export const RunSlim = Type.Object(
   {
     id: Type.String(),
     task_id: Type.String(),
-    status: StringEnum(RUN_STATUSES),
-    trigger: StringEnum(RUN_TRIGGERS),
+    status: StringEnum(RUN_STATES),
+    trigger: StringEnum(TRIGGER_TYPES),
     exit_code: Nullable(Type.Integer()),
     cost_micros: MicrosString(),
     created_at: Timestamp,
@@ -369,8 +370,8 @@ export const Run = Type.Object(
   {
     id: Type.String(),
     task_id: Type.String(),
-    status: StringEnum(RUN_STATUSES),
-    trigger: StringEnum(RUN_TRIGGERS),
+    status: StringEnum(RUN_STATES),
+    trigger: StringEnum(TRIGGER_TYPES),
     exit_code: Nullable(Type.Integer()),
     cost_micros: MicrosString(),
     created_at: Timestamp,
@@ -397,7 +398,7 @@ export const TriggerResult = Type.Object(
   {
     task_id: Type.String(),
     queued: Type.Boolean({ description: 'false when the task is not active (no-op)' }),
-    status: StringEnum(TASK_STATUSES),
+    status: StringEnum(TASK_STATES),
     next_run_at: Nullable(Timestamp),
   },
   { additionalProperties: false },
@@ -410,7 +411,7 @@ export const OwnerUsage = Type.Object(
       Type.Object(
         {
           task_id: Type.String(),
-          status: StringEnum(TASK_STATUSES),
+          status: StringEnum(TASK_STATES),
           rail: Rail,
           runs: Type.Integer({ minimum: 0 }),
           cumulative_cost_micros: MicrosString(),

@@ -27,11 +27,10 @@
 //   byte cap is a backstop for a changed rate card), 10 consecutive continuations, artifacts at most 10 MiB each, 20 and
 //   50 MiB per run, run stdout/stderr truncated to 64 KiB each in GET /runs/{id}, full logs kept up
 //   to 10 MB.
-import { LLM_PROFILES, SCHEDULER_LIMITS, SIBLINGS } from '../../catalog/schemas/scheduler.ts'
 import type { Micros } from '../../platform/money.ts'
+import { SCHEDULER_LIMITS, type LlmProfileName, type SiblingName } from '../contract/index.ts'
 
-export type SiblingName = (typeof SIBLINGS)[number]
-export type LlmProfileName = (typeof LLM_PROFILES)[number]
+export type { LlmProfileName, SiblingName }
 
 export interface SiblingRate {
   readonly fee_micros: Micros
@@ -130,7 +129,7 @@ export const DEFAULT_RATES: SchedulerRates = deepFreeze({
   },
 })
 
-/** What the ceiling depends on (a TaskSpec has all of it). */
+/** What the ceiling depends on (a TaskCreateInput has all of it). */
 export interface CeilingInput {
   readonly max_runtime_sec: number
   readonly max_sibling_calls: number

@@ -35,28 +35,31 @@
 //   while paused are never caught up.
 // - A run already in flight when the task is paused keeps running (CronJob `suspend` semantics);
 //   on delete/terminate it is asked to cancel and the escrow is closed after it finalises.
-import { TASK_STATUSES } from '../../catalog/schemas/scheduler.ts'
 import { AppError } from '../../platform/errors.ts'
 import { formatUsd, type Micros } from '../../platform/money.ts'
+import type { ExecutionOutcome, Rail, TaskState, TriggerType } from '../contract/index.ts'
 
-export type TaskStatus = (typeof TASK_STATUSES)[number]
-export type Rail = 'direct' | 'marketplace'
-export type RunTrigger = 'schedule' | 'trigger' | 'manual' | 'webhook' | 'continuation'
-export type RunOutcome = 'succeeded' | 'failed' | 'timed_out' | 'cancelled' | 'infra_error'
+export type { Rail, TaskState }
+/** @deprecated the old name of TaskState (the resource's status is TaskResourceStatus); kept until imports are updated. */
+export type TaskStatus = TaskState
+/** What started a run. */
+export type RunTrigger = TriggerType
+/** How a run's execution ended, as the state machine sees it. */
+export type RunOutcome = ExecutionOutcome
 export type TerminationReason = 'operator' | 'abuse' | 'infrastructure'
 
-export const TERMINAL_STATUSES: readonly TaskStatus[] = ['completed', 'deleted', 'terminated']
+export const TERMINAL_STATUSES: readonly TaskState[] = ['completed', 'deleted', 'terminated']
 /** Consecutive infrastructure-failed runs after which a task is terminated. */
 export const INFRA_FAILURE_LIMIT = 5
 
-export function isTerminal(status: TaskStatus): boolean {
+export function isTerminal(status: TaskState): boolean {
   return TERMINAL_STATUSES.includes(status)
 }
 
 /** What the machine needs to know about the task itself. */
 export interface TaskSnapshot {
   readonly id?: string
-  readonly status: TaskStatus
+  readonly status: TaskState
   readonly rail: Rail
   /** false for an on-demand task. */
   readonly scheduled: boolean
@@ -131,13 +134,13 @@ export type Effect =
   | { readonly type: 'reject'; readonly error: AppError }
 
 export interface TransitionResult {
-  readonly next: TaskStatus
+  readonly next: TaskState
   readonly effects: readonly Effect[]
 }
 
 const SYNC_TRIGGERS: readonly RunTrigger[] = ['manual', 'webhook']
 
-function stateError(status: TaskStatus, task?: TaskSnapshot, facts?: TransitionFacts): AppError {
+function stateError(status: TaskState, task?: TaskSnapshot, facts?: TransitionFacts): AppError {
   switch (status) {
     case 'deleted':
       return new AppError('TASK_DELETED', 'The task was deleted')
@@ -198,7 +201,7 @@ export function manualPauseHint(task: Pick<TaskSnapshot, 'id'>): RecoveryHint {
  * Guard for owner writes that are not events of the machine (PATCH, PUT env, webhook enable /
  * disable): allowed in active and both paused states, refused on terminal ones.
  */
-export function assertWritable(status: TaskStatus): void {
+export function assertWritable(status: TaskState): void {
   if (isTerminal(status)) throw stateError(status)
 }
 

@@ -40,22 +40,23 @@
 import { createHash } from 'node:crypto'
 import { AppError, type ErrorCode } from '../../platform/errors.ts'
 import { parseMicros, type Micros } from '../../platform/money.ts'
+import {
+  compileSchedule,
+  ENTRYPOINT_EXTENSIONS,
+  FIELD_LIMITS,
+  FIELD_PATTERNS,
+  nextSlot,
+  PREINSTALLED,
+  RUNTIMES,
+  type CompiledSchedule,
+  type Runtime,
+  type TaskState,
+} from '../contract/index.ts'
 import { DEFAULT_RATES, type LlmProfileName, type SchedulerRates } from './rates.ts'
-import { compileSchedule, nextSlot, type CompiledSchedule } from './schedule.ts'
-import { assertWritable, type TaskStatus } from './states.ts'
+import { assertWritable } from './states.ts'
 
-export const RUNTIME_VALUES = ['python', 'node'] as const
-export type Runtime = (typeof RUNTIME_VALUES)[number]
-
-export const PREINSTALLED: Readonly<Record<Runtime, readonly string[]>> = {
-  python: ['requests', 'httpx', 'feedparser', 'beautifulsoup4', 'lxml', 'python-dateutil', 'pyyaml', 'pillow'],
-  node: ['axios', 'node-fetch', 'cheerio', 'date-fns', 'yaml', 'sharp'],
-}
-
-export const ENTRYPOINT_EXTENSIONS: Readonly<Record<Runtime, readonly string[]>> = {
-  python: ['.py'],
-  node: ['.js', '.mjs', '.cjs'],
-}
+// Moved to the scheduling contract (src/scheduler/contract); re-exported for old import paths.
+export { ENTRYPOINT_EXTENSIONS, PREINSTALLED, RUNTIMES as RUNTIME_VALUES, type Runtime }
 
 export const RESERVED_ENV = [
   'PATH',
@@ -71,6 +72,8 @@ export const RESERVED_ENV = [
   'PYTHONHOME',
 ] as const
 const RESERVED_ENV_PREFIXES = ['AGW_', 'LD_'] as const
+const ENTRYPOINT_PATTERN = new RegExp(FIELD_PATTERNS.entrypoint)
+const ENV_NAME_PATTERN = new RegExp(FIELD_PATTERNS.envName)
 
 export interface LlmSpec {
   readonly profile: LlmProfileName
@@ -78,8 +81,8 @@ export interface LlmSpec {
   readonly max_cost_usdc_micros_per_run: Micros | null
 }
 
-/** A validated, normalised create body. Money is bigint micros. */
-export interface TaskSpec {
+/** A validated, normalised create body (not the Task resource's spec, see TaskResourceSpec). Money is bigint micros. */
+export interface TaskCreateInput {
   readonly schedule: CompiledSchedule | null
   readonly runtime: Runtime
   readonly source: string
@@ -100,6 +103,9 @@ export interface TaskSpec {
   readonly artifacts: { readonly enabled: boolean }
 }
 
+/** @deprecated the old name of TaskCreateInput; kept until imports are updated. */
+export type TaskSpec = TaskCreateInput
+
 export interface ValidateContext {
   /** The evaluation instant (end_at must be after it). */
   readonly now: Date
@@ -111,7 +117,7 @@ export interface ValidateContext {
 export type ToolAccess = 'deny_all' | 'open' | 'allowlist'
 
 /** How call(...) is gated: SPEC's tool_list rule. */
-export function toolAccess(spec: Pick<TaskSpec, 'tool_list' | 'max_sibling_calls'>): ToolAccess {
+export function toolAccess(spec: Pick<TaskCreateInput, 'tool_list' | 'max_sibling_calls'>): ToolAccess {
   if (spec.tool_list !== null) return 'allowlist'
   return spec.max_sibling_calls > 0 ? 'open' : 'deny_all'
 }
@@ -146,7 +152,7 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 
 function checkRuntime(value: unknown): Runtime {
   if (value === undefined) fail('VALIDATION_ERROR', 'body.runtime is required', 'body.runtime')
-  if (typeof value !== 'string' || !(RUNTIME_VALUES as readonly string[]).includes(value)) {
+  if (typeof value !== 'string' || !(RUNTIMES as readonly string[]).includes(value)) {
     fail('UNSUPPORTED_RUNTIME', `runtime ${JSON.stringify(value)} is not supported; use python (3.12) or node (22)`, 'body.runtime')
   }
   return value as Runtime
@@ -165,10 +171,12 @@ function checkSource(value: unknown, rates: SchedulerRates): string {
 function checkEntrypoint(value: unknown, runtime: Runtime): string {
   const field = 'body.entrypoint'
   if (value === undefined) fail('VALIDATION_ERROR', 'body.entrypoint is required', field)
-  if (typeof value !== 'string' || value.length === 0 || value.length > 128) fail('VALIDATION_ERROR', 'entrypoint must be a file name of 1 to 128 characters', field)
+  if (typeof value !== 'string' || value.length === 0 || value.length > FIELD_LIMITS.maxEntrypointChars) {
+    fail('VALIDATION_ERROR', `entrypoint must be a file name of 1 to ${FIELD_LIMITS.maxEntrypointChars} characters`, field)
+  }
   if (/[/\\]/.test(value)) fail('VALIDATION_ERROR', 'entrypoint must be a bare file name without path separators', field)
   if (value.startsWith('.')) fail('VALIDATION_ERROR', 'entrypoint must not start with a dot', field)
-  if (!/^[A-Za-z0-9_][A-Za-z0-9._-]*$/.test(value)) fail('VALIDATION_ERROR', 'entrypoint may contain only letters, digits, ".", "_" and "-"', field)
+  if (!ENTRYPOINT_PATTERN.test(value)) fail('VALIDATION_ERROR', 'entrypoint may contain only letters, digits, ".", "_" and "-"', field)
   const allowed = ENTRYPOINT_EXTENSIONS[runtime]
   if (!allowed.some((ext) => value.endsWith(ext) && value.length > ext.length)) {
     fail('VALIDATION_ERROR', `entrypoint for runtime ${runtime} must end in ${allowed.join(', ')}`, field)
@@ -207,7 +215,7 @@ function checkMicros(value: unknown, field: string, minimum: bigint): Micros {
 
 const DNS_LABEL = '[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?'
 const CAPABILITY_ID = new RegExp(`^${DNS_LABEL}(?:\\.${DNS_LABEL})*/[a-z0-9](?:[a-z0-9._-]{0,126}[a-z0-9])?$`)
-export const MAX_CAPABILITY_ID = 200
+export const MAX_CAPABILITY_ID = FIELD_LIMITS.maxToolNameChars
 
 /** True for a well-formed marketplace capability id (`publisher/capability`, see header). */
 export function isCapabilityId(value: string): boolean {
@@ -254,9 +262,9 @@ export function dependencyName(runtime: Runtime, entry: string): string | undefi
     const match = PY_REQUIREMENT.exec(entry)
     return match?.[1] === undefined ? undefined : normalizePythonName(match[1])
   }
-  if (entry.length > 214 + 64) return undefined
+  if (entry.length > FIELD_LIMITS.maxDependencyChars + 64) return undefined
   const match = NPM_REQUIREMENT.exec(entry)
-  if (match?.[1] === undefined || match[1].length > 214) return undefined
+  if (match?.[1] === undefined || match[1].length > FIELD_LIMITS.maxDependencyChars) return undefined
   if (match[2] !== undefined && (match[2].includes('==') || !/[0-9A-Za-z*]/.test(match[2]))) return undefined
   return match[1]
 }
@@ -301,7 +309,9 @@ export function validateEnv(value: unknown, rates: SchedulerRates = DEFAULT_RATE
   const out: Record<string, string> = {}
   for (const key of keys) {
     const at = `${field}.${key}`
-    if (!/^[A-Za-z_][A-Za-z0-9_]{0,127}$/.test(key)) fail('VALIDATION_ERROR', `env name ${JSON.stringify(key)} must match [A-Za-z_][A-Za-z0-9_]* (at most 128 characters)`, at)
+    if (!ENV_NAME_PATTERN.test(key)) {
+      fail('VALIDATION_ERROR', `env name ${JSON.stringify(key)} must match [A-Za-z_][A-Za-z0-9_]* (at most ${FIELD_LIMITS.maxEnvNameChars} characters)`, at)
+    }
     if (isReservedEnvName(key)) fail('VALIDATION_ERROR', `env name ${key} is reserved by the sandbox`, at)
     const item = value[key]
     if (typeof item !== 'string') fail('VALIDATION_ERROR', `env.${key} must be a string (got ${item === null ? 'null' : typeof item})`, at)
@@ -314,7 +324,7 @@ export function validateEnv(value: unknown, rates: SchedulerRates = DEFAULT_RATE
 const EMAIL = /^[^\s@"(),:;<>[\\\]]+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+$/
 
 function checkEmail(value: unknown, field = 'body.notify_email'): string {
-  if (typeof value !== 'string' || value.length > 254 || !EMAIL.test(value)) fail('VALIDATION_ERROR', 'notify_email must be an e-mail address', field)
+  if (typeof value !== 'string' || value.length > FIELD_LIMITS.maxEmailChars || !EMAIL.test(value)) fail('VALIDATION_ERROR', 'notify_email must be an e-mail address', field)
   return value
 }
 
@@ -390,7 +400,7 @@ function siblingSet(ctx: { rates?: SchedulerRates; siblings?: readonly string[] 
 // ---------------------------------------------------------------- create
 
 /** Validates and normalises a POST /api/v1/tasks body; throws AppError naming the field. */
-export function validateCreateTask(body: unknown, ctx: ValidateContext): TaskSpec {
+export function validateCreateTask(body: unknown, ctx: ValidateContext): TaskCreateInput {
   const rates = ctx.rates ?? DEFAULT_RATES
   const siblings = siblingSet(ctx)
   if (!isRecord(body)) fail('VALIDATION_ERROR', 'the body must be a JSON object', 'body')
@@ -464,7 +474,7 @@ export function canonicalJson(value: unknown): string {
 const sorted = (values: readonly string[]): string[] => [...values].sort()
 
 /** The material SPEC rule 1 compares for Idempotency-Key reuse (see header for the field set). */
-export function idempotencyMaterial(spec: TaskSpec) {
+export function idempotencyMaterial(spec: TaskCreateInput) {
   return {
     v: 1,
     cron: spec.schedule?.cron ?? null,
@@ -483,7 +493,7 @@ export function idempotencyMaterial(spec: TaskSpec) {
 }
 
 /** Hex SHA-256 of the canonical JSON of idempotencyMaterial(spec). */
-export function idempotencyHash(spec: TaskSpec): string {
+export function idempotencyHash(spec: TaskCreateInput): string {
   return createHash('sha256').update(canonicalJson(idempotencyMaterial(spec))).digest('hex')
 }
 
@@ -493,7 +503,7 @@ export const PATCHABLE_FIELDS = ['notify_email', 'end_at', 'tool_list', 'max_sib
 
 /** What PATCH needs to know about the stored task. */
 export interface PatchTarget {
-  readonly status: TaskStatus
+  readonly status: TaskState
   readonly schedule: CompiledSchedule | null
   readonly max_runtime_sec: number
   readonly max_sibling_calls: number

@@ -6,7 +6,14 @@
 // - patchTaskStatus is optimistic on the cached resourceVersion: a Conflict (stale cache, or a
 //   second controller got there first) fails the key and the queue retries it with backoff; that is
 //   routine, so it is counted (stats.conflicts) and logged at debug, never passed to onError;
-// - requeueAfter arms a timer on the injected clock (+ padding) for the next slot.
+// - requeueAfter arms a timer on the injected clock (+ padding) for the next slot, due at the
+//   reconcile's `now` + ms however long its writes took;
+// - events that only echo what a reconcile already decided on start no reconcile: the MODIFIED
+//   event carrying exactly the resourceVersion our status write got, and the ADDED event of a Run
+//   we created (unless another reconcile of the Task started before it came). Everything else,
+//   including another writer's change that lands during our write, reconciles as usual.
+// A reconcile reads its Task's Runs from the shared Run informer's index (RUNS_BY_TASK), not by
+// scanning every cached Run.
 import {
   isAlreadyExists,
   isConflict,
@@ -25,14 +32,36 @@ export interface Clock extends Timers {
 
 export const systemClock: Clock = { now: () => new Date(), ...realTimers }
 
-const BY_TASK = 'task'
-
 function ownerTaskOf(run: RunResource): string | undefined {
   return run.metadata.ownerReferences?.find((ref) => ref.kind === 'Task')?.name ?? run.spec.taskRef?.name
 }
 
 export const TASK_LABEL = 'jobs.agent-gateway.dev/task'
 export const TRIGGER_LABEL = 'jobs.agent-gateway.dev/trigger'
+
+/** Name of the Run informer's index of Runs by Task: `runInformer.byIndex(RUNS_BY_TASK, '<namespace>/<task>')`. */
+export const RUNS_BY_TASK = 'task'
+
+/**
+ * The index function of RUNS_BY_TASK: the key (`<namespace>/<name>`) of every Task the Run names.
+ * Every writer (this controller, the scheduler API) names it three ways at once: the task label,
+ * a Task ownerReference and spec.taskRef; a Run made by hand (kubectl, tests) may carry only some of
+ * them, so the Run is filed under each name it gives (usually one). A Task's Runs in the
+ * reconciler's sense are the Runs of its bucket whose spec.taskRef names it.
+ */
+export function runTaskKeys(run: RunResource): string[] {
+  const { namespace, labels, ownerReferences } = run.metadata
+  const label = labels?.[TASK_LABEL]
+  const owner = ownerReferences?.find((ref) => ref.kind === 'Task')?.name
+  const ref = run.spec.taskRef?.name
+  const keys: string[] = []
+  for (const name of [ref, owner, label]) {
+    if (name === undefined || name === '') continue
+    const key = objectKey({ namespace, name })
+    if (!keys.includes(key)) keys.push(key)
+  }
+  return keys
+}
 
 export interface TaskControllerOptions {
   tasks: ResourceStore<TaskResource>
@@ -70,8 +99,19 @@ export class TaskController {
   readonly #queue: WorkQueue
   /** resourceVersion of our last status write per Task, until the informer has shown it. */
   readonly #written = new Map<string, bigint>()
+  /** Task keys whose reconcile was put off until the echo of our status write is in the cache. */
+  readonly #awaitingEcho = new Set<string>()
+  /** Task keys whose status write is in flight → resourceVersions of the MODIFIED events seen meanwhile. */
+  readonly #writing = new Map<string, Set<bigint>>()
+  /**
+   * Runs this controller is creating or created, by Task key, whose ADDED event has not arrived:
+   * that event only shows what the creating reconcile already decided on, so it is not worth a
+   * reconcile (client-go's expectations). A reconcile of the Task that starts before it arrives
+   * decided without the Run, so it forgets them and the event is then handled like any other.
+   */
+  readonly #expected = new Map<string, Set<string>>()
   /** Counters for tests and metrics. */
-  readonly stats = { reconciles: 0, runsCreated: 0, alreadyExists: 0, runsDeleted: 0, statusWrites: 0, conflicts: 0, errors: 0 }
+  readonly stats = { reconciles: 0, runsCreated: 0, alreadyExists: 0, runsDeleted: 0, statusWrites: 0, conflicts: 0, errors: 0, echoesSkipped: 0 }
 
   constructor(options: TaskControllerOptions) {
     this.#options = options
@@ -94,13 +134,29 @@ export class TaskController {
         options.logger?.debug({ key, reason: (err as Error).message }, 'task controller: resourceVersion conflict; requeued')
       },
     })
-    // Runs by owning Task, so a reconcile reads its runs without scanning every cached Run.
-    this.#runs.addIndex(BY_TASK, (run) => {
-      const owner = ownerTaskOf(run)
-      return owner === undefined ? undefined : objectKey({ namespace: run.metadata.namespace, name: owner })
+    // Runs by Task, so a reconcile reads its Task's Runs without scanning every cached Run (O(N)
+    // per reconcile, O(N²) for N Tasks). Idempotent on an informer shared with the RunController.
+    this.#runs.addIndex(RUNS_BY_TASK, runTaskKeys)
+    this.#tasks.on((type, task) => {
+      const key = objectKey(task.metadata)
+      if (type === 'MODIFIED') {
+        const rv = BigInt(task.metadata.resourceVersion)
+        const writing = this.#writing.get(key)
+        if (writing !== undefined) return void writing.add(rv) // decided when the write answers
+        // The echo of our own status write: exactly the object our reconcile wrote, nothing to
+        // decide, unless a reconcile since then was put off until the cache showed it.
+        if (this.#written.get(key) === rv) {
+          this.#written.delete(key)
+          if (!this.#awaitingEcho.delete(key)) {
+            this.stats.echoesSkipped += 1
+            return
+          }
+        }
+      }
+      this.#queue.add(key)
     })
-    this.#tasks.on((_type, task) => this.#queue.add(objectKey(task.metadata)))
     this.#runs.on((type, run, old) => {
+      if (type === 'ADDED' && this.#observeExpected(run)) return
       // A Task's decisions depend on which of its Runs exist and which are finished; a Run's other
       // status writes (Running, the start time) change nothing for it.
       if (type === 'MODIFIED' && old !== undefined && isFinished(old) === isFinished(run)) return
@@ -133,6 +189,8 @@ export class TaskController {
     const task = this.#tasks.get(namespace, name)
     if (task === undefined) {
       this.#written.delete(key)
+      this.#awaitingEcho.delete(key)
+      this.#expected.delete(key)
       return
     }
     // Our own last status write has not reached the cache yet: deciding on the older object would
@@ -140,15 +198,45 @@ export class TaskController {
     const written = this.#written.get(key)
     if (written !== undefined) {
       if (BigInt(task.metadata.resourceVersion) < written) {
+        this.#awaitingEcho.add(key) // the echo, when it comes, reconciles (not skipped)
         this.#queue.addAfter(key, 50)
         return
       }
       this.#written.delete(key)
     }
+    this.#awaitingEcho.delete(key)
     this.stats.reconciles += 1
-    const runs = this.#runs.byIndex(BY_TASK, key).filter((run) => run.spec.taskRef?.name === name)
-    const actions = reconcileTask({ task, runs, now: this.#clock.now() }, this.#options.reconcile)
-    await this.#apply(key, task, actions)
+    this.#expected.delete(key) // this reconcile decides on the cache as it is, without Runs still to arrive
+    const runs = this.#runs.byIndex(RUNS_BY_TASK, key).filter((run) => run.spec.taskRef?.name === name)
+    const now = this.#clock.now()
+    const actions = reconcileTask({ task, runs, now }, this.#options.reconcile)
+    await this.#apply(key, task, actions, now)
+  }
+
+  #expect(taskKey: string, runKey: string): void {
+    let runs = this.#expected.get(taskKey)
+    if (runs === undefined) this.#expected.set(taskKey, (runs = new Set()))
+    runs.add(runKey)
+  }
+
+  /** Forgets an expected Run; false if it was not expected (any more). */
+  #unexpect(taskKey: string, runKey: string): boolean {
+    const runs = this.#expected.get(taskKey)
+    if (runs?.delete(runKey) !== true) return false
+    if (runs.size === 0) this.#expected.delete(taskKey)
+    return true
+  }
+
+  /** An ADDED Run one of our reconciles created and still expects: consumed, true (no reconcile needed). */
+  #observeExpected(run: RunResource): boolean {
+    const runKey = objectKey(run.metadata)
+    for (const taskKey of runTaskKeys(run)) {
+      const runs = this.#expected.get(taskKey)
+      if (runs?.has(runKey) !== true) continue
+      this.#unexpect(taskKey, runKey)
+      return true
+    }
+    return false
   }
 
   /**
@@ -159,10 +247,12 @@ export class TaskController {
     return this.#options.requeuePaddingMs ?? ((this.#options.reconcile?.lookaheadMs ?? 0) > 0 ? 2_000 : 100)
   }
 
-  async #apply(key: string, task: TaskResource, actions: Action[]): Promise<void> {
+  async #apply(key: string, task: TaskResource, actions: Action[], now: Date): Promise<void> {
     const { namespace, name } = task.metadata
     for (const action of actions) {
       if (action.type !== 'createRun') continue
+      const runKey = objectKey({ namespace, name: action.name })
+      this.#expect(key, runKey) // before the create: its ADDED event may come before the answer
       try {
         await this.#options.runs.create({
           apiVersion: task.apiVersion,
@@ -182,8 +272,12 @@ export class TaskController {
         })
         this.stats.runsCreated += 1
       } catch (err) {
+        // Not made by us: its ADDED event, still to come, is handled as usual; one that already
+        // came was taken for ours and skipped, so look at what the other creator made.
+        const seen = !this.#unexpect(key, runKey)
         if (!isAlreadyExists(err)) throw err
         this.stats.alreadyExists += 1 // a restart or another controller created this slot: done
+        if (seen) this.#queue.add(key)
       }
     }
     for (const action of actions) {
@@ -203,14 +297,39 @@ export class TaskController {
         const cost = await this.#options.costOf(name)
         if (cost !== undefined) desired = { ...desired, costMicros: cost.toString() }
       }
-      const updated = await this.#options.tasks.patchStatus(namespace, name, statusPatch(current, desired), {
-        resourceVersion: task.metadata.resourceVersion,
-      })
-      this.#written.set(key, BigInt(updated.metadata.resourceVersion))
+      // Task changes that arrive while the write is in flight wait for its answer: until then the
+      // echo of the write cannot be told from another writer's change (this reconcile runs again
+      // after it either way, so nothing is delayed).
+      const seen = new Set<bigint>()
+      this.#writing.set(key, seen)
+      let written: bigint
+      try {
+        const updated = await this.#options.tasks.patchStatus(namespace, name, statusPatch(current, desired), {
+          resourceVersion: task.metadata.resourceVersion,
+        })
+        written = BigInt(updated.metadata.resourceVersion)
+      } catch (err) {
+        if (seen.size > 0) this.#queue.add(key)
+        throw err
+      } finally {
+        this.#writing.delete(key)
+      }
+      if (seen.has(written)) this.stats.echoesSkipped += 1 // the echo came first: the cache holds the write
+      else this.#written.set(key, written)
+      for (const rv of seen) {
+        if (rv === written) continue
+        this.#queue.add(key) // another change came in meanwhile: reconcile again
+        break
+      }
       this.stats.statusWrites += 1
     }
     for (const action of actions) {
-      if (action.type === 'requeueAfter') this.#queue.addAfter(key, action.ms + this.#padding())
+      if (action.type !== 'requeueAfter') continue
+      // Due at the decision's instant + ms (+ padding), however long the writes above took: a
+      // timer armed for `ms` from now would fire late by that long.
+      const delay = now.getTime() + action.ms + this.#padding() - this.#clock.now().getTime()
+      if (delay > 0) this.#queue.addAfter(key, delay)
+      else this.#queue.add(key)
     }
   }
 }

@@ -1,0 +1,110 @@
+// The scheduling contract: what the scheduler API, its domain and the controllers agree on, defined
+// once. It imports nothing of the scheduler outside itself (only src/platform and packages:
+// TypeBox, cron-parser), so the controllers depend on it and on no other part of src/scheduler
+// (test/unit/import-boundaries.test.ts holds both rules):
+// - enums.ts: the vocabularies (task and run states and phases, triggers, runtimes, …);
+// - limits.ts: the bounds (source size, runtime cap, dependency count, field lengths and syntax);
+// - runtimes.ts: what each runtime offers (preinstalled libraries, entrypoint endings);
+// - resources.ts: the Task and Run resources as TypeBox schemas, their types, and the names the
+//   CRDs are generated under;
+// - schedule.ts: what a schedule means (compiling, slots, Run names);
+// - ports.ts: the ResourceStore, RunExecutor and RunLedger ports and the store's errors.
+export {
+  CONCURRENCY_POLICIES,
+  CONDITION_STATUSES,
+  DAYS_OF_WEEK,
+  EVERY_VALUES,
+  EXECUTION_OUTCOMES,
+  LLM_PROFILES,
+  RAILS,
+  RUN_PHASES,
+  RUN_STATES,
+  RUNTIMES,
+  SIBLINGS,
+  SKIP_REASONS,
+  TASK_PHASES,
+  TASK_STATES,
+  TRIGGER_TYPES,
+  type ConcurrencyPolicy,
+  type ConditionStatus,
+  type DayOfWeekName,
+  type Every,
+  type ExecutionOutcome,
+  type LlmProfileName,
+  type Rail,
+  type RunPhase,
+  type RunState,
+  type Runtime,
+  type SiblingName,
+  type SkipReason,
+  type TaskPhase,
+  type TaskState,
+  type TriggerType,
+} from './enums.ts'
+export { FIELD_LIMITS, FIELD_PATTERNS, SCHEDULER_LIMITS } from './limits.ts'
+export { ENTRYPOINT_EXTENSIONS, PREINSTALLED } from './runtimes.ts'
+export {
+  ConditionSchema,
+  formatDuration,
+  RESOURCE_API_VERSION,
+  RESOURCE_GROUP,
+  RESOURCE_VERSION,
+  RUN_KIND,
+  RunResourceSpecSchema,
+  RunResourceStatusSchema,
+  SkipRecordSchema,
+  TASK_KIND,
+  TaskResourceSpecSchema,
+  TaskResourceStatusSchema,
+  type Condition,
+  type RunResource,
+  type RunResourceSpec,
+  type RunResourceStatus,
+  type SkipRecord,
+  type TaskResource,
+  type TaskResourceSpec,
+  type TaskResourceStatus,
+} from './resources.ts'
+export {
+  compileSchedule,
+  DEFAULT_TIMEZONE,
+  latestSlotBetween,
+  MAX_SLOTS_PER_CALL,
+  nextSlot,
+  nextSlots,
+  normalizeTimezone,
+  slotName,
+  slotsBetween,
+  slotStamp,
+  type CompiledSchedule,
+  type ScheduleInput,
+} from './schedule.ts'
+export {
+  ConflictError,
+  GoneError,
+  isAlreadyExists,
+  isConflict,
+  NotFoundError,
+  objectKey,
+  splitKey,
+  type AnyResource,
+  type ConflictReason,
+  type ExecutionRequest,
+  type ExecutionResult,
+  type FieldSelector,
+  type ListOptions,
+  type ListResult,
+  type NewResource,
+  type ObjectMeta,
+  type OwnerReference,
+  type PreparedRequest,
+  type Resource,
+  type ResourceKind,
+  type ResourceStore,
+  type RunExecutor,
+  type RunLedger,
+  type SettledRun,
+  type WatchEvent,
+  type WatchEventType,
+  type WatchOptions,
+} from './ports.ts'
