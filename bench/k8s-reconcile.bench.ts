@@ -5,16 +5,23 @@
 // its status written and the work queue is quiet; then verified by listing.
 //   node bench/k8s-reconcile.bench.ts                       (10,000 tasks, controller concurrency 4)
 //   BENCH_TASKS=2000 BENCH_CONCURRENCY=16 node bench/k8s-reconcile.bench.ts
+//   BENCH_FAKE_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/p" node --cpu-prof bench/k8s-reconcile.bench.ts
+// Also reported: the fake API server's CPU over the same interval (from /proc: it shares the 2
+// cores with the controller here, which a real API server would not) and the load average.
 // There is no peer run here: no real kube-apiserver is available offline (see docs/BENCHMARKS.md).
 import { spawn } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { loadavg } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { KubeConfig } from '@kubernetes/client-node'
-import { TaskController } from '../controllers/controller.ts'
+import { TaskController } from '../controllers/task-controller.ts'
 import { createKubernetesStores } from '../controllers/kubernetes/store.ts'
 import { CRD_API_VERSION } from '../controllers/kubernetes/crds.ts'
 import { FakeClock } from '../test/helpers/resource-store-contract.ts'
 
 const NAMESPACE = 'bench'
+/** USER_HZ: /proc times are in these ticks (100 on every Linux build that matters). */
+const CLOCK_TICKS = 100
 
 if (process.argv.includes('--serve-fake')) {
   // Child: the fake API server, until stdin closes.
@@ -30,7 +37,9 @@ if (process.argv.includes('--serve-fake')) {
 async function main(): Promise<void> {
   const tasksWanted = Number(process.env.BENCH_TASKS ?? 10_000)
   const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 4)
-  const child = spawn(process.execPath, [fileURLToPath(import.meta.url), '--serve-fake'], { stdio: ['pipe', 'pipe', 'inherit'] })
+  // BENCH_FAKE_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof") goes to the fake's Node.
+  const fakeArgs = (process.env.BENCH_FAKE_NODE_ARGS ?? '').split(' ').filter((a) => a !== '')
+  const child = spawn(process.execPath, [...fakeArgs, fileURLToPath(import.meta.url), '--serve-fake'], { stdio: ['pipe', 'pipe', 'inherit'] })
   const { kubeconfigPath } = await new Promise<{ kubeconfigPath: string }>((resolve) => child.stdout?.once('data', (b: Buffer) => resolve(JSON.parse(b.toString()))))
   const kubeConfig = new KubeConfig()
   kubeConfig.loadFromFile(kubeconfigPath)
@@ -63,6 +72,8 @@ async function main(): Promise<void> {
   const errors: unknown[] = []
   const controller = new TaskController({ tasks, runs, clock, namespace: NAMESPACE, concurrency, onError: (_w, err) => errors.push(err) })
   const cpu0 = process.cpuUsage()
+  const fakeCpu0 = processCpuSeconds(child.pid)
+  const load0 = loadavg()[0] as number
   const start = performance.now()
   await controller.start()
   const listedMs = performance.now() - start
@@ -75,6 +86,7 @@ async function main(): Promise<void> {
   }
   const elapsedMs = performance.now() - start - 200
   const cpu = process.cpuUsage(cpu0)
+  const fakeCpu = processCpuSeconds(child.pid)
   clearInterval(sampler)
   const end = process.memoryUsage()
   await controller.stop()
@@ -99,6 +111,9 @@ async function main(): Promise<void> {
     stats: controller.stats,
     conflictsRetried: errors.length,
     controllerCpuSeconds: Number(((cpu.user + cpu.system) / 1e6).toFixed(2)),
+    fakeApiServerCpuSeconds: fakeCpu === undefined || fakeCpu0 === undefined ? null : Number((fakeCpu - fakeCpu0).toFixed(2)),
+    /** 1-minute load average of the machine at start()/at the end: this 2-core machine is shared. */
+    loadAverage: [Number(load0.toFixed(2)), Number((loadavg()[0] as number).toFixed(2))],
     rssMiB: { before: Math.round(base.rss / MiB), peak: Math.round(peakRss / MiB), after: Math.round(end.rss / MiB) },
     heapUsedMiB: { before: Math.round(base.heapUsed / MiB), peak: Math.round(peakHeap / MiB), after: Math.round(end.heapUsed / MiB) },
   }
@@ -106,5 +121,17 @@ async function main(): Promise<void> {
   if (runList.items.length !== tasksWanted || withStatus !== tasksWanted) {
     console.error(`incomplete: ${runList.items.length} runs, ${withStatus} tasks with status, of ${tasksWanted}`)
     process.exitCode = 1
+  }
+}
+
+/** utime + stime of a process from /proc (Linux), in seconds; undefined elsewhere. */
+function processCpuSeconds(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS
+  } catch {
+    return undefined
   }
 }

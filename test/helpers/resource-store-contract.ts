@@ -9,7 +9,7 @@
 import type { Test } from 'tap'
 import { ConflictError, GoneError, type ResourceStore, type WatchEvent } from '../../controllers/resource-store.ts'
 import { Informer } from '../../controllers/informer.ts'
-import { TaskController, type Clock } from '../../controllers/controller.ts'
+import { TaskController, type Clock } from '../../controllers/task-controller.ts'
 import type { RunResource, TaskResource } from '../../controllers/task-reconciler.ts'
 import { FakeClock } from './fake-clock.ts'
 export { FakeClock }
