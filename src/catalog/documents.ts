@@ -2,7 +2,7 @@
 // /llms.txt, /llms-full.txt, /auth.md. Prices are always micros strings plus a USD rendering.
 import { formatUsd } from '../platform/money.ts'
 import { AppError } from '../platform/errors.ts'
-import { MPP_CURRENCY, MPP_INTENT, MPP_METHOD, USDC_BASE_ADDRESS, X402_NETWORK_CAIP2, X402_NETWORK_V1 } from '../payments/networks.ts'
+import { MPP_CURRENCY, MPP_INTENT, MPP_METHOD, USDC_BASE_ADDRESS, X402_NETWORK_CAIP2, X402_NETWORK_V1 } from './networks.ts'
 import type { Catalog, CatalogPlan } from './catalog.ts'
 import type { CatalogOperation } from './openapi.ts'
 import type { ServiceSpec } from './types.ts'

@@ -1,7 +1,7 @@
 // Generates OpenAPI 3.1 documents from the registry's route schemas. The same TypeBox schemas
 // are handed to fastify for validation, so the document cannot drift from what the routes accept.
 import type { TSchema } from '@sinclair/typebox'
-import { X402_NETWORK_CAIP2, USDC_BASE_ADDRESS, MPP_METHOD, MPP_INTENT, MPP_CURRENCY } from '../payments/networks.ts'
+import { X402_NETWORK_CAIP2, USDC_BASE_ADDRESS, MPP_METHOD, MPP_INTENT, MPP_CURRENCY } from './networks.ts'
 import { formatUsd } from '../platform/money.ts'
 import { componentNames, shareComponents, type ComponentNames, type JsonObject } from './components.ts'
 import { ProblemSchema } from './schemas/common.ts'

@@ -3,13 +3,14 @@
 // free $0 wallet proofs. Wraps an operation handler; the handler never sees unpaid calls.
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { AppError } from '../platform/errors.ts'
-import { formatUsd, parseMicros } from '../platform/money.ts'
+import { formatUsd } from '../platform/money.ts'
 import type { Logger } from '../platform/logger.ts'
 import type { CatalogOperation } from '../catalog/openapi.ts'
 import type { OperationHandler } from '../catalog/routes.ts'
 import type { PlanSpec, Registry } from '../catalog/types.ts'
 import type { PaymentGuard, AuthorizedPayment } from './guard.ts'
-import { accessTokenOf, type Agent, type AgentStore } from './agents.ts'
+import type { Agent, AgentStore } from './agents.ts'
+import { accessTokenCredential, credentialsOf, PAY_AMOUNT_HEADER, payAmountInvalid } from './credentials.ts'
 import type { Decision } from './outcomes.ts'
 import type { Address, PriceQuote, Protocol } from './types.ts'
 import type { Queryable } from '../platform/db/index.ts'
@@ -52,11 +53,6 @@ export interface AccessDeps {
 /** Per-operation price override (e.g. the scheduler's X-Pay-Amount-Micros must equal a body field). */
 export type QuoteFunction = (request: FastifyRequest) => bigint | Promise<bigint>
 
-function headerValue(request: FastifyRequest, name: string): string | undefined {
-  const value = request.headers[name]
-  return Array.isArray(value) ? value[0] : value
-}
-
 export function registrationRecipe(gatewayUrl: string): Record<string, unknown> {
   return {
     register: { method: 'POST', url: `${gatewayUrl}/auth/register`, body: null, returns: '{agentId, accessToken}' },
@@ -80,9 +76,10 @@ export function createAccessControl(deps: AccessDeps) {
   const allPlans = registry.services.flatMap((service) => service.plans)
 
   async function agentOf(request: FastifyRequest, required: boolean): Promise<Agent | null> {
-    const token = accessTokenOf(request.headers)
-    if (!token) return null
-    const agent = await agents.findByToken(token)
+    const credential = accessTokenCredential(credentialsOf(request.headers))
+    if (credential === undefined) return null
+    // A bearer that breaks the token syntax is answered like an unknown token.
+    const agent = credential.valid ? await agents.findByToken(credential.token) : undefined
     if (!agent && required) {
       throw new AppError('bearer_required', 'The access token is not recognised; register again at POST /auth/register', {
         extensions: { recipe: registrationRecipe(deps.gatewayUrl) },
@@ -164,6 +161,9 @@ export function createAccessControl(deps: AccessDeps) {
     const { spec, service } = entry
     const pricing = spec.pricing
     const meter = service.meter
+    if (pricing.kind === 'amount-header' && pricing.header.toLowerCase() !== PAY_AMOUNT_HEADER.toLowerCase()) {
+      throw new Error(`${spec.operationId}: amount-header pricing reads ${PAY_AMOUNT_HEADER}, not ${pricing.header}`)
+    }
     return async function paidOperation(request, reply) {
       const agent = await agentOf(request, false)
       let units = 1
@@ -176,12 +176,9 @@ export function createAccessControl(deps: AccessDeps) {
         units = typeof raw === 'number' && Number.isInteger(raw) && raw > 0 ? raw : (pricing.defaultUnits ?? 1)
         amount = BigInt(units) * meter.unitPriceMicros
       } else if (pricing.kind === 'amount-header') {
-        const raw = headerValue(request, pricing.header.toLowerCase())
-        const parsed = raw === undefined ? undefined : parseMicros(raw)
-        if (parsed === undefined || parsed === 0n) {
-          throw new AppError('validation_error', `${pricing.header} must be a positive integer number of micros`, { field: `header.${pricing.header.toLowerCase()}` })
-        }
-        amount = parsed
+        const read = credentialsOf(request.headers).payAmount
+        if (read === undefined || !read.valid || read.micros === 0n) throw payAmountInvalid()
+        amount = read.micros
       } else if (pricing.kind === 'plan-price') {
         const planId = (request.params as Record<string, string>).planId
         const plan = allPlans.find((candidate) => candidate.id === planId)
@@ -237,8 +234,7 @@ export function createAccessControl(deps: AccessDeps) {
     const cost = service.meter?.unitPriceMicros ?? 0n
     const covering = service.plans
     return async function planOperation(request, reply) {
-      const token = accessTokenOf(request.headers)
-      if (!token) {
+      if (accessTokenCredential(credentialsOf(request.headers)) === undefined) {
         throw new AppError('bearer_required', `${spec.method} ${spec.path} is sold on plans: send Authorization: Bearer <accessToken>`, {
           extensions: { recipe: registrationRecipe(deps.gatewayUrl), plans: covering.map((p) => planOffer(p, deps.gatewayUrl)) },
         })

@@ -7,11 +7,12 @@ import { AppError } from '../platform/errors.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { PlanSpec } from '../catalog/types.ts'
 import type { OutcomeHandler } from './outcomes.ts'
+import { accessTokenCredential, credentialsOf, tokenOf, TOKEN_PREFIXES, type HeaderBag } from './credentials.ts'
 
 /** The outcome handler name of plan purchases (payment_reservations.effect). */
 export const PLAN_PURCHASE_EFFECT = 'plan.purchase'
 
-export const ACCESS_TOKEN_PREFIX = 'agw_'
+export const ACCESS_TOKEN_PREFIX = TOKEN_PREFIXES['access-token']
 const CLAIM_TTL_MS = 24 * 60 * 60 * 1000
 
 export function sha256(value: string): string {
@@ -36,24 +37,13 @@ export interface PlanStanding {
   remainingCalls?: number
 }
 
-type HeaderBag = Record<string, string | string[] | undefined>
-
-function firstHeader(headers: HeaderBag, name: string): string | undefined {
-  const value = headers[name]
-  return Array.isArray(value) ? value[0] : value
-}
-
-function bearerOf(value: string | undefined): string | undefined {
-  const match = value?.match(/^Bearer\s+(\S+)\s*$/i)
-  return match?.[1]
-}
-
 /**
- * The buyer's access token: `Svc-Agent-Authorization: Bearer` always; `Authorization: Bearer`
- * too, unless it carries an MPP proof (`Authorization: Payment`).
+ * The buyer's access token (credentials.ts): `Svc-Agent-Authorization: Bearer` always;
+ * `Authorization: Bearer` too, unless it carries an MPP proof (`Authorization: Payment`).
+ * Undefined when absent or malformed (access.ts tells those apart).
  */
 export function accessTokenOf(headers: HeaderBag): string | undefined {
-  return bearerOf(firstHeader(headers, 'svc-agent-authorization')) ?? bearerOf(firstHeader(headers, 'authorization'))
+  return tokenOf(accessTokenCredential(credentialsOf(headers)))
 }
 
 export interface AgentStore {

@@ -10,6 +10,7 @@ import { AppError } from '../platform/errors.ts'
 import type { Logger } from '../platform/logger.ts'
 import { formatUsd } from '../platform/money.ts'
 import type { Decision, PaymentOutcomes, Verdict } from './outcomes.ts'
+import { credentialsOf, paymentCredential, type HeaderBag, type PaymentCredential } from './credentials.ts'
 import { PaymentRejected, type ChallengeParts, type PriceQuote, type Protocol, type SettlementOutcome, type VerifiedPayment } from './types.ts'
 
 /** One payment protocol as the guard sees it. */
@@ -20,34 +21,12 @@ export interface PaymentMethod {
   verify(credential: string, quote: PriceQuote): Promise<VerifiedPayment>
 }
 
-export interface Credential {
-  protocol: Protocol
-  value: string
-}
-
-type HeaderBag = Record<string, string | string[] | undefined>
-
-function header(headers: HeaderBag, name: string): string | undefined {
-  const value = headers[name]
-  return Array.isArray(value) ? value[0] : value
-}
+/** A payment credential of a request (credentials.ts reads them). */
+export type Credential = PaymentCredential
 
 /** The payment credential of a request, if any; two at once is a 400. */
 export function readCredential(headers: HeaderBag): Credential | undefined {
-  const found: Credential[] = []
-  const v2 = header(headers, 'payment-signature')
-  const v1 = header(headers, 'x-payment')
-  const authorization = header(headers, 'authorization')
-  if (v2) found.push({ protocol: 'x402', value: v2 })
-  if (v1) found.push({ protocol: 'x402', value: v1 })
-  if (authorization && /^payment\s/i.test(authorization)) found.push({ protocol: 'mpp', value: authorization })
-  if (found.length > 1) {
-    throw new AppError('payment_malformed', 'Send exactly one payment credential: PAYMENT-SIGNATURE, X-PAYMENT or Authorization: Payment', {
-      extensions: { reason: 'multiple_credentials' },
-      field: 'header',
-    })
-  }
-  return found[0]
+  return paymentCredential(credentialsOf(headers))
 }
 
 export interface AuthorizedPayment {

@@ -1,13 +1,16 @@
-// Wire constants of the payment networks we accept (see ../shared/notes/payments.md).
-export const X402_NETWORK_CAIP2 = 'eip155:8453'
-export const X402_NETWORK_V1 = 'base'
-export const USDC_BASE_ADDRESS = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913'
-export const USDC_EIP712 = { name: 'USD Coin', version: '2' } as const
-export const USDC_DECIMALS = 6
-export const MPP_METHOD = 'tempo'
-export const MPP_INTENT = 'charge'
-export const MPP_CURRENCY = 'USD'
-export const BASE_CHAIN_ID = 8453
+// Wire constants of the payment networks we accept: defined by the catalog, which advertises them
+// (src/catalog/networks.ts; dependencies point payments → catalog), plus what only payments uses.
+export {
+  X402_NETWORK_CAIP2,
+  X402_NETWORK_V1,
+  USDC_BASE_ADDRESS,
+  USDC_EIP712,
+  USDC_DECIMALS,
+  MPP_METHOD,
+  MPP_INTENT,
+  MPP_CURRENCY,
+  BASE_CHAIN_ID,
+} from '../catalog/networks.ts'
 
 /** EIP-3009 TransferWithAuthorization fields: the EIP-712 struct and the USDC ABI inputs alike. */
 export const TRANSFER_WITH_AUTHORIZATION_FIELDS = [

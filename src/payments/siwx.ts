@@ -28,8 +28,8 @@ import type { SIWxExtensionInfo, SIWxExtensionSchema, SIWxPayload, SupportedChai
 import { getAddress, isAddress } from 'viem'
 import type { KeyValue } from '../platform/kv/index.ts'
 
-/** The request header carrying the proof (base64 JSON of the SIWxPayload). */
-export const SIWX_HEADER = 'SIGN-IN-WITH-X'
+/** The request header carrying the proof (base64 JSON of the SIWxPayload); read by credentials.ts. */
+export { SIWX_HEADER } from './credentials.ts'
 /** The key of the challenge in the 401 body's (and x402 PAYMENT-REQUIRED's) `extensions`. */
 export const SIWX_EXTENSION_KEY = SIGN_IN_WITH_X
 

@@ -6,25 +6,27 @@
 //   settlement that fails after the work reverses the charge; with Authorization: Bearer <plan
 //   access token> instead of a payment they run on the marketplace rail (marketplace.ts): no 402,
 //   the plan holder's access is checked (401 bearer_required / 403 plan_required), nothing settles;
-// - wallet: SIGN-IN-WITH-X (CAIP-122, one-time nonce) or a $0 x402/MPP proof; an unproven call
-//   answers 401 with the SIWX challenge at extensions["sign-in-with-x"]; without either, a plan
-//   access token (agw_…) names the holder that owns marketplace-rail tasks;
+// - wallet: the owner proof (src/payments/owner-proof.ts): SIGN-IN-WITH-X (CAIP-122, one-time
+//   nonce) or a $0 MPP proof, both bound to the request (a $0 x402 authorization is not: 401
+//   unbound_proof); an unproven call answers 401 with the SIWX challenge at
+//   extensions["sign-in-with-x"]; without either, a plan access token (agw_…) names the holder
+//   that owns marketplace-rail tasks;
 // - api-key: Authorization: Bearer agk_…; webhook: Authorization: Bearer whsec_….
+// Every credential header is read by src/payments/credentials.ts.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from '@sinclair/typebox'
 import { createServiceApp, type ServiceAppDeps } from '../catalog/service-app.ts'
 import type { AccessWrapper, OperationHandler } from '../catalog/routes.ts'
 import type { CatalogOperation } from '../catalog/openapi.ts'
 import type { Payments } from '../payments/index.ts'
-import { readCredential } from '../payments/guard.ts'
-import { createSiwxVerifier, SIWX_EXTENSION_KEY, SIWX_HEADER, WalletProofRejected, type SiwxVerifier } from '../payments/siwx.ts'
+import { credentialsOf, paymentCredential, payAmountMicros, tokenOf } from '../payments/credentials.ts'
+import { createOwnerProof } from '../payments/owner-proof.ts'
+import { createSiwxVerifier, type SiwxVerifier } from '../payments/siwx.ts'
 import type { KeyValue } from '../platform/kv/index.ts'
 import { AppError } from '../platform/errors.ts'
-import { parseMicros } from '../platform/money.ts'
 import { DEFAULT_RATES, ratesView, siblingsView, type SchedulerRates } from './domain/rates.ts'
 import type { SchedulerService } from './service.ts'
-import { authorizationBearer, type PlanHolder } from './marketplace.ts'
-import { ACCESS_TOKEN_PREFIX } from '../payments/agents.ts'
+import type { PlanHolder } from './marketplace.ts'
 import { requireExecutor, type ExecutorHealth } from './executor-health.ts'
 
 export const SCHEDULER_OPERATIONS = [
@@ -77,14 +79,14 @@ declare module 'fastify' {
   }
 }
 
-function header(request: FastifyRequest, name: string): string | undefined {
-  const value = request.headers[name]
-  return Array.isArray(value) ? value[0] : value
+/** The Idempotency-Key of a request, read by credentials.ts (the only header the handlers ask for). */
+function header(request: FastifyRequest, _name: 'idempotency-key'): string | undefined {
+  return credentialsOf(request.headers).idempotencyKey
 }
 
+/** The token of `Authorization: Bearer` (an api key, a webhook secret); undefined when absent or malformed. */
 function bearer(request: FastifyRequest): string | undefined {
-  const match = /^Bearer\s+(\S+)\s*$/i.exec(header(request, 'authorization') ?? '')
-  return match?.[1]
+  return tokenOf(credentialsOf(request.headers).bearer)
 }
 
 export function buildSchedulerApp(deps: SchedulerAppDeps): FastifyInstance {
@@ -111,62 +113,20 @@ export function buildSchedulerApp(deps: SchedulerAppDeps): FastifyInstance {
   const resourceUrl = (request: FastifyRequest) => `${base}${request.url}`
 
   /**
-   * The wallet behind an owner call: SIWX, or a single-use $0 MPP proof. Either is bound to this
-   * request, method and URL: a proof made for `GET /api/v1/tasks/t_1` opens neither
-   * `DELETE /api/v1/tasks/t_1` nor `GET /api/v1/tasks/t_2`.
+   * The owner of an owner call (src/payments/owner-proof.ts): the wallet proven by SIWX or a
+   * single-use $0 MPP proof, each bound to this request, method and URL (a proof made for
+   * `GET /api/v1/tasks/t_1` opens neither `DELETE /api/v1/tasks/t_1` nor `GET /api/v1/tasks/t_2`),
+   * or the plan holder of a marketplace-rail access token.
    */
-  async function proveOwner(request: FastifyRequest, entry: CatalogOperation): Promise<string> {
-    const proof = header(request, SIWX_HEADER.toLowerCase())
-    const url = resourceUrl(request)
-    const method = request.method
-    if (proof !== undefined) {
-      try {
-        return (await siwx.verify(proof, method, url)).address.toLowerCase()
-      } catch (error) {
-        if (!(error instanceof WalletProofRejected)) throw error
-        throw new AppError('wallet_proof_required', `The SIGN-IN-WITH-X proof was refused (${error.reason}): ${error.message}. Sign the fresh challenge and retry.`, {
-          field: 'header.sign-in-with-x',
-          extensions: { reason: error.reason, extensions: { [SIWX_EXTENSION_KEY]: await siwx.challenge(method, url) } },
-        })
-      }
-    }
-    const credential = readCredential(request.headers)
-    if (credential?.protocol === 'x402') {
-      // An x402 authorization (EIP-3009) signs from/to/value/validity/nonce and nothing of the
-      // request; the client picks the nonce and `resource` rides unsigned beside it. A $0 one
-      // could be replayed on another method or task (or be harvested by any site that answers
-      // 402 for $0), so it is no owner proof. Nothing was verified or reserved.
-      throw new AppError(
-        'wallet_proof_required',
-        `An x402 payment proof cannot prove ownership: it is not bound to the request (method and URL). Sign the challenge at extensions["${SIWX_EXTENSION_KEY}"] and retry with the ${SIWX_HEADER} header (or send a $0 MPP proof).`,
-        { field: 'header', extensions: { reason: 'unbound_proof', extensions: { [SIWX_EXTENSION_KEY]: await siwx.challenge(method, url) } } },
-      )
-    }
-    if (credential !== undefined) {
-      // MPP: the route is in the HMAC-bound challenge the proof signs, so it names the method and
-      // this very path (not the path template): a challenge for one task or method fits no other.
-      const quote = { amountMicros: 0n, resourceUrl: url, route: `${method} ${request.url}`, description: entry.spec.summary, payTo: deps.payTo as `0x${string}` }
-      const authorized = await payments.guard.authorize(request.headers, quote, entry.spec.operationId)
-      if (!authorized.payment.zeroValue) {
-        await authorized.release()
-        throw new AppError('wallet_proof_required', 'Owner operations take a $0 proof (or SIGN-IN-WITH-X); nothing is charged', { field: 'header' })
-      }
-      await authorized.commit()
-      return authorized.payment.payer.toLowerCase()
-    }
-    // Marketplace-rail tasks belong to the plan holder: the access token (agw_…) proves it.
-    const token = authorizationBearer(request.headers)
-    if (token !== undefined && token.startsWith(ACCESS_TOKEN_PREFIX)) {
-      const holder = await service.marketplace.holder(request.headers)
-      if (holder !== undefined) return holder.owner
-    }
-    throw new AppError(
-      'wallet_proof_required',
-      `Prove the paying wallet: sign the challenge at extensions["${SIWX_EXTENSION_KEY}"] and retry with the ${SIWX_HEADER} header (or send a $0 MPP proof). ` +
-        'Tasks created on the marketplace rail: send the plan access token instead (Authorization: Bearer <accessToken>).',
-      { extensions: { extensions: { [SIWX_EXTENSION_KEY]: await siwx.challenge(method, url) } } },
-    )
-  }
+  const ownerProof = createOwnerProof({
+    siwx,
+    guard: payments.guard,
+    payTo: deps.payTo as `0x${string}`,
+    holderOf: async (_token, call) => (await service.marketplace.holder(call.headers))?.owner,
+    noProofHint: 'Tasks created on the marketplace rail: send the plan access token instead (Authorization: Bearer <accessToken>).',
+  })
+  const proveOwner = (request: FastifyRequest, entry: CatalogOperation): Promise<string> =>
+    ownerProof.prove({ method: request.method, url: resourceUrl(request), headers: request.headers, operationId: entry.spec.operationId, description: entry.spec.summary })
 
   const id = (request: FastifyRequest) => (request.params as { id: string }).id
   const owner = (request: FastifyRequest) => request.owner as string
@@ -255,10 +215,7 @@ export function buildSchedulerApp(deps: SchedulerAppDeps): FastifyInstance {
     },
   }
 
-  const headerMicros = (request: FastifyRequest): bigint | undefined => {
-    const raw = header(request, 'x-pay-amount-micros')
-    return raw === undefined ? undefined : parseMicros(raw)
-  }
+  const headerMicros = (request: FastifyRequest): bigint | undefined => payAmountMicros(credentialsOf(request.headers))
 
   const wrap: AccessWrapper = (entry, handler) => {
     const op = entry.spec.operationId
@@ -268,7 +225,7 @@ export function buildSchedulerApp(deps: SchedulerAppDeps): FastifyInstance {
         const key = header(request, 'idempotency-key') as string
         // The rail of the call: a payment credential = direct (a bearer token beside it only names
         // the buyer, as on every payg call); Authorization: Bearer <access token> alone = marketplace.
-        const credential = readCredential(request.headers) !== undefined
+        const credential = paymentCredential(credentialsOf(request.headers)) !== undefined
         const holder = credential ? undefined : await service.marketplace.holder(request.headers)
         const pre =
           op === 'createTask'
@@ -302,7 +259,7 @@ export function buildSchedulerApp(deps: SchedulerAppDeps): FastifyInstance {
         }
       case 'api-key':
         return async function accountOperation(request, reply) {
-          if (header(request, SIWX_HEADER.toLowerCase()) !== undefined && bearer(request) === undefined) {
+          if (credentialsOf(request.headers).siwx !== undefined && bearer(request) === undefined) {
             throw new AppError('API_KEY_INVALID', 'Account endpoints take the account API key (Authorization: Bearer agk_…); a wallet proof cannot replace it', { field: 'header.authorization' })
           }
           request.account = await service.accountForKey(bearer(request))

@@ -1,6 +1,6 @@
 // x402 402-challenge: one PriceQuote → the v2 `PAYMENT-REQUIRED` header and the v1 JSON body.
 // The requirements builders are exported so verification compares a proof against exactly the
-// objects the challenge advertised (see ../../../shared/notes/payments.md §2.1–2.2).
+// objects the challenge advertised (the x402 v2 and v1 PaymentRequirements shapes).
 import { encodePaymentRequiredHeader } from '@x402/core/http'
 import type { PaymentRequired, PaymentRequirements } from '@x402/core/types'
 import type { PaymentRequirementsV1 } from '@x402/core/types/v1'

@@ -89,7 +89,7 @@ export function registerHelperRoutes(app: FastifyInstance, deps: HelperDeps): vo
   // Authentication runs before body validation: a caller without the run's token learns nothing else.
   const authenticate = async (request: FastifyRequest): Promise<void> => {
     const { runId } = request.params as { runId: string }
-    runs.set(request, await authenticateRun(deps.db, runId, bearerToken(request.headers.authorization)))
+    runs.set(request, await authenticateRun(deps.db, runId, bearerToken(request.headers)))
   }
   const runOf = (request: FastifyRequest): HelperRun => runs.get(request)!
   const egress = egressPolicy(deps.egress)

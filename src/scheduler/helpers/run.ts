@@ -5,11 +5,13 @@
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { Queryable } from '../../platform/db/index.ts'
 import { AppError } from '../../platform/errors.ts'
+import { credentialsOf, type HeaderBag } from '../../payments/credentials.ts'
 import { parseMicros, type Micros } from '../../platform/money.ts'
 import { LLM_PROFILES } from '../../catalog/schemas/scheduler.ts'
 import type { LlmProfileName } from '../domain/rates.ts'
+import { IN_FLIGHT_STATUSES } from '../escrow-store.ts'
 
-export const IN_FLIGHT_STATUSES = ['claimed', 'running'] as const
+export { IN_FLIGHT_STATUSES }
 
 /** The task fields the helpers read (scheduler_tasks.spec, money parsed to bigint). */
 export interface HelperTaskSpec {
@@ -34,14 +36,13 @@ export function sha256Hex(value: string): string {
   return createHash('sha256').update(value, 'utf8').digest('hex')
 }
 
-/** The token of `Authorization: Bearer <token>`, or a 401 naming the header. */
-export function bearerToken(header: string | string[] | undefined): string {
-  const value = Array.isArray(header) ? header[0] : header
-  const match = value === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(value)
-  if (match === null) {
+/** The run token of `Authorization: Bearer <token>` (credentials.ts), or a 401 naming the header. */
+export function bearerToken(headers: HeaderBag): string {
+  const bearer = credentialsOf(headers).bearer
+  if (bearer === undefined || !bearer.valid) {
     throw new AppError('TOKEN_EXPIRED', 'Send the run token as Authorization: Bearer $AGW_RUN_TOKEN', { field: 'header.authorization' })
   }
-  return match[1]!
+  return bearer.token
 }
 
 function sameHash(a: string, b: string): boolean {
