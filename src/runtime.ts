@@ -27,7 +27,7 @@ import { DEFAULT_RATES } from './scheduler/domain/rates.ts'
 import { createLocalBlobStore } from './platform/blobs.ts'
 import { tempoClientFromUrl } from './payments/mpp/index.ts'
 import { PostgresResourceStore } from '../controllers/local/postgres-store.ts'
-import { TaskController, systemClock as controllerClock } from '../controllers/controller.ts'
+import { TaskController, systemClock as controllerClock } from '../controllers/task-controller.ts'
 import { RunController } from '../controllers/run-controller.ts'
 import { Informer } from '../controllers/informer.ts'
 import { createLocalExecutor } from '../controllers/local/sandbox-executor.ts'
@@ -379,8 +379,8 @@ interface SchedulerBackend {
 async function schedulerBackend(config: Config, db: Db): Promise<SchedulerBackend> {
   if (config.schedulerExecutor === 'kubernetes') {
     // Loaded only here: the Kubernetes client is large and local mode never needs it.
-    const { openKubernetesBackend } = await import('../controllers/kubernetes/index.ts')
-    const k8s = await openKubernetesBackend({ namespace: config.kubeNamespace })
+    const { kubernetesBackendOptions, openKubernetesBackend } = await import('../controllers/kubernetes/index.ts')
+    const k8s = await openKubernetesBackend(kubernetesBackendOptions(config))
     return {
       tasks: k8s.tasks,
       runs: k8s.runs,

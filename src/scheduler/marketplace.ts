@@ -33,9 +33,11 @@ import { findService } from '../catalog/registry.ts'
 import type { Meter, PlanSpec, ServiceSpec } from '../catalog/types.ts'
 import { createAgentStore, planStandings, type AgentStore, type PlanStanding } from '../payments/agents.ts'
 import { registrationRecipe } from '../payments/access.ts'
+import { credentialsOf, type HeaderBag } from '../payments/credentials.ts'
 import type { SchedulerRates } from './domain/rates.ts'
 import { isTerminal } from './domain/states.ts'
 import { ceilingOf, type RunRow, type SerializedHint, type StoredSpec, type TaskRow } from './records.ts'
+import { appendUsage, holderReserved } from './escrow-store.ts'
 
 /** Owners of marketplace tasks are plan holders: `agent:<agentId>`. Direct-rail owners are 0x wallets. */
 export const MARKETPLACE_OWNER_PREFIX = 'agent:'
@@ -62,15 +64,6 @@ export function normalizeOwner(owner: string): string {
 export function ownerLabel(owner: string): string {
   if (agentIdOfOwner(owner) === undefined) return owner.slice(2, 42)
   return `agent-${createHash('sha256').update(owner).digest('hex').slice(0, 40)}`
-}
-
-type HeaderBag = Record<string, string | string[] | undefined>
-
-/** The token of `Authorization: Bearer <token>` (not Svc-Agent-Authorization, not `Payment`). */
-export function authorizationBearer(headers: HeaderBag): string | undefined {
-  const raw = headers.authorization
-  const value = Array.isArray(raw) ? raw[0] : raw
-  return /^Bearer\s+(\S+)\s*$/i.exec(value ?? '')?.[1]
 }
 
 export interface PlanHolder {
@@ -127,9 +120,10 @@ export function createSchedulerMarketplace(deps: SchedulerMarketplaceDeps) {
    * names no agent answers 401 bearer_required with the registration recipe.
    */
   async function holder(headers: HeaderBag): Promise<PlanHolder | undefined> {
-    const token = authorizationBearer(headers)
-    if (token === undefined) return undefined
-    const agent = await agents.findByToken(token)
+    const bearer = credentialsOf(headers).bearer // Authorization only: never Svc-Agent-Authorization
+    if (bearer === undefined) return undefined
+    // A bearer that breaks the token syntax is answered like an unknown token.
+    const agent = bearer.valid ? await agents.findByToken(bearer.token) : undefined
     if (agent === undefined) {
       throw new AppError('bearer_required', 'Authorization: Bearer carries no known access token; register at POST /auth/register on the gateway and buy a plan covering the scheduler', {
         field: 'header.authorization',
@@ -167,13 +161,7 @@ export function createSchedulerMarketplace(deps: SchedulerMarketplaceDeps) {
   async function planRoom(q: Queryable, owner: string): Promise<Micros> {
     const agentId = agentIdOfOwner(owner)
     if (agentId === undefined) return 0n
-    const credit = await creditLeft(q, agentId)
-    const [row] = await q.query<{ reserved: bigint }>(
-      `select coalesce(sum(r.reserved_micros), 0)::int8 as reserved from scheduler_runs r join scheduler_tasks t on t.id = r.task_id
-        where t.owner = $1 and t.rail = 'marketplace' and r.status in ('claimed', 'running')`,
-      [owner],
-    )
-    return credit - (row?.reserved ?? 0n)
+    return (await creditLeft(q, agentId)) - (await holderReserved(q, owner))
   }
 
   /**
@@ -247,10 +235,7 @@ export function createSchedulerMarketplace(deps: SchedulerMarketplaceDeps) {
        values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
       [run.id, task.id, agentId, service!.slug, meter.name, units, free, debited, planId, purchaseId, clock.now()],
     )
-    await tx.query(
-      `insert into scheduler_ledger (task_id, kind, amount_micros, run_id, created_at) values ($1, 'usage', $2, $3, $4) on conflict (run_id) where kind = 'usage' do nothing`,
-      [task.id, -run.cost_micros, run.id, clock.now()],
-    )
+    await appendUsage(tx, task.id, run.id, run.cost_micros, clock.now())
 
     // The next run needs a covering plan too: pause an active task whose holder has none left.
     const status = (await tx.query<{ status: string }>(`select status from scheduler_tasks where id = $1`, [task.id]))[0]?.status

@@ -42,6 +42,8 @@ export interface Refunds {
   send(taskId: string): Promise<RefundState | undefined>
   /** Every refund that is due; returns how many were attempted. */
   retryDue(): Promise<number>
+  /** Refunds whose sender died before `before` are due now (no waiting for the lease). */
+  resumeOrphans(before: Date): Promise<void>
   standing(): Promise<RefundStanding>
 }
 
@@ -131,6 +133,11 @@ export function createRefunds(deps: { db: Db; chain: Pick<ChainPort, 'transfer' 
 
   return {
     send,
+
+    /** Refunds a dead process was sending: resumed now rather than when its lease runs out. */
+    async resumeOrphans(before: Date) {
+      await db.query(`update scheduler_refunds set next_attempt_at = now() where state = 'sending' and updated_at < $1`, [before])
+    },
 
     async retryDue() {
       const rows = await db.query<{ task_id: string }>(

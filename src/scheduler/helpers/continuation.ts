@@ -1,8 +1,8 @@
 // request_continuation(delay_sec = 0): asks for a fresh billed run after this one exits cleanly.
 // Accepted only while the task is active, below the consecutive cap
-// (hard_caps.max_consecutive_continuations) and funded: escrow balance (SUM of the task's ledger)
-// minus open reservations (its claimed/running runs, this one included) must cover the per-run
-// ceiling. An accepted request records scheduler_runs.continuation_delay_sec; the run controller
+// (hard_caps.max_consecutive_continuations) and funded: the escrow's available balance (the
+// escrow store's rule: money rows, without the marketplace's usage restatements, minus open
+// reservations, this run's included) plus payments still settling must cover the per-run ceiling. An accepted request records scheduler_runs.continuation_delay_sec; the run controller
 // schedules the follow-up only after a clean exit (none after a crash or timeout). Asking again in
 // the same run replaces the delay.
 //
@@ -11,6 +11,7 @@
 import type { Db } from '../../platform/db/index.ts'
 import { AppError } from '../../platform/errors.ts'
 import { estimateCeilingMicros, type SchedulerRates } from '../domain/rates.ts'
+import { escrowFacts } from '../escrow-store.ts'
 import { IN_FLIGHT_STATUSES, type HelperRun } from './run.ts'
 
 export type ContinuationRefusal = 'max_consecutive_continuations' | 'insufficient_funds' | 'task_not_active'
@@ -42,13 +43,7 @@ export async function requestContinuation(deps: { db: Db; rates: SchedulerRates 
   if (!Number.isInteger(delaySec) || delaySec < 0 || delaySec > deps.rates.hard_caps.max_continuation_delay_sec) {
     throw new AppError('VALIDATION_ERROR', `body.delay_sec must be an integer from 0 to ${deps.rates.hard_caps.max_continuation_delay_sec}`, { field: 'body.delay_sec' })
   }
-  const rows = await deps.db.query<{ balance: bigint; reserved: bigint }>(
-    `select (select coalesce(sum(amount_micros), 0)::int8 from scheduler_ledger where task_id = $1) as balance,
-            (select coalesce(sum(reserved_micros), 0)::int8 from scheduler_runs
-              where task_id = $1 and status in (${IN_FLIGHT_STATUSES.map((s) => `'${s}'`).join(', ')})) as reserved`,
-    [run.taskId],
-  )
-  const { balance, reserved } = rows[0]!
+  const { summary, pending } = await escrowFacts(deps.db, run.taskId)
   const ceiling = estimateCeilingMicros(
     { max_runtime_sec: run.spec.max_runtime_sec, max_sibling_calls: run.spec.max_sibling_calls, dependencies: run.spec.dependencies, llm: run.spec.llm },
     deps.rates,
@@ -57,7 +52,8 @@ export async function requestContinuation(deps: { db: Db; rates: SchedulerRates 
     taskStatus: run.taskStatus,
     consecutive: run.consecutiveContinuations,
     maxConsecutive: max,
-    availableMicros: balance - reserved,
+    // As the state machine counts it: payments still settling fund the next run (it waits for them).
+    availableMicros: summary.available_micros + pending,
     ceilingMicros: ceiling,
   })
   if (!decision.accepted) {

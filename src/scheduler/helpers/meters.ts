@@ -6,9 +6,7 @@
 // an in-flight reservation still applies.
 import type { Queryable } from '../../platform/db/index.ts'
 import type { Micros } from '../../platform/money.ts'
-import { IN_FLIGHT_STATUSES } from './run.ts'
-
-const IN_FLIGHT_SQL = `status in (${IN_FLIGHT_STATUSES.map((s) => `'${s}'`).join(', ')})`
+import { IN_FLIGHT_SQL, IN_FLIGHT_STATUSES } from '../escrow-store.ts'
 
 export type Refusal = 'run_ended' | 'call_cap' | 'spend_cap' | 'count_cap' | 'bytes_cap'
 

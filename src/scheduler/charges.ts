@@ -1,0 +1,75 @@
+// Direct-rail payments into a task's escrow (the create and its top-ups), from the payments
+// module's side. A paid create or top-up records a provisional charge bound to its payment in
+// the same transaction; the payment's decision (src/payments/outcomes.ts: the request path right
+// after settling, or the reconciler after a crash) lands here, once, in its own transaction:
+// settled → the charge enters the ledger with its transaction hash; failed → it never does (a
+// failed create deletes its task and frees its Idempotency-Key; a failed top-up frees its key).
+// Either way a closing escrow that waited for it may close.
+import type { Queryable } from '../platform/db/index.ts'
+import type { Clock } from '../platform/clock.ts'
+import type { Micros } from '../platform/money.ts'
+import type { OutcomeHandler } from '../payments/outcomes.ts'
+import { addProvisionalCharge, appendCharge, decideProvisionalCharge, lockProvisionalCharge, taskOfCharge } from './escrow-store.ts'
+import type { Refunds } from './refunds.ts'
+import type { TaskCore } from './task-core.ts'
+import type { TaskResources } from './task-resources.ts'
+
+/** The outcome handler name of direct-rail escrow payments (payment_reservations.effect). */
+export const SCHEDULER_CHARGE_EFFECT = 'scheduler.charge'
+
+/** What a paid create/fund learned from the payment guard. */
+export interface PaymentFacts {
+  payer: string
+  protocol: string
+  amountMicros: Micros
+  /** The payment's spend key (direct rail); null on the marketplace rail, where nothing is paid. */
+  replayKey: string | null
+  /**
+   * Binds the charge to its payment inside the transaction that records it (the payment guard's
+   * bind). Without it the charge stays provisional until chargeOutcomes decides it.
+   */
+  bind?: ((tx: Queryable, effect: string) => Promise<void>) | undefined
+}
+
+/**
+ * A payment into the escrow, inside the transaction that creates or funds the task. Marketplace
+ * rail: the cap is raised at once (an audit row, no money). Direct rail: a provisional charge,
+ * bound to the payment.
+ */
+export async function recordCharge(tx: Queryable, taskId: string, kind: 'create' | 'top_up', amount: Micros, payment: PaymentFacts, fundingKey: string | null): Promise<void> {
+  if (payment.replayKey === null) {
+    await appendCharge(tx, taskId, amount)
+    return
+  }
+  await addProvisionalCharge(tx, { replayKey: payment.replayKey, task_id: taskId, kind, amount_micros: amount, funding_key: fundingKey })
+  await payment.bind?.(tx, SCHEDULER_CHARGE_EFFECT)
+}
+
+export function createChargeOutcomes(deps: { db: Queryable; clock: Clock; core: TaskCore; resources: TaskResources; refunds: Refunds }): OutcomeHandler {
+  const { db, clock, core, resources, refunds } = deps
+  return {
+    async settled(tx, replayKey, reference) {
+      const charge = await lockProvisionalCharge(tx, replayKey)
+      if (charge === undefined) return
+      await decideProvisionalCharge(tx, replayKey, charge, { settled: true, txHash: reference }, clock.now())
+      await core.step(tx, charge.task_id, { type: 'payment_decided', settled: true, create: charge.kind === 'create' })
+    },
+    async failed(tx, replayKey) {
+      const charge = await lockProvisionalCharge(tx, replayKey)
+      if (charge === undefined) return
+      await decideProvisionalCharge(tx, replayKey, charge, { settled: false }, clock.now())
+      if (charge.funding_key !== null) await tx.query(`delete from scheduler_fundings where task_id = $1 and idempotency_key = $2`, [charge.task_id, charge.funding_key])
+      if (charge.kind === 'create') {
+        // A retry with the same Idempotency-Key creates a new task instead of finding this one.
+        await tx.query(`update scheduler_tasks set idempotency_key = idempotency_key || ':payment-failed:' || id where id = $1`, [charge.task_id])
+      }
+      await core.step(tx, charge.task_id, { type: 'payment_decided', settled: false, create: charge.kind === 'create' })
+    },
+    async afterCommit(replayKey) {
+      const taskId = await taskOfCharge(db, replayKey)
+      if (taskId === undefined) return
+      await resources.sync(taskId)
+      await refunds.send(taskId)
+    },
+  }
+}
