@@ -221,7 +221,14 @@ try {
   // One block per route: the hello-world, then ours and the same response for each variant. A
   // case's ratios are taken against its block's hello-world, measured under the same machine load.
   const helloRuns: Run[] = []
-  const results = pairs.map(() => ({ ours: [] as Run[], same: [] as Run[], rpsRatio: [] as number[], cpuRatio: [] as number[], sameCpuRatio: [] as number[], sameFloorRatio: [] as number[] }))
+  const results = pairs.map(() => ({
+    ours: [] as Run[],
+    same: [] as Run[],
+    rpsRatio: [] as number[],
+    cpuRatio: [] as number[],
+    sameCpuRatio: [] as number[],
+    sameFloorRatio: [] as number[],
+  }))
   const blocks = routes.map((_route, r) => variants.map((_variant, v) => v * routes.length + r))
   for (let round = 1; round <= rounds; round++) {
     for (const block of blocks) {
@@ -240,7 +247,9 @@ try {
       }
     }
     const last = helloRuns.slice(-blocks.length)
-    console.error(`round ${round}/${rounds} done: hello-world ${Math.round(median(last.map((r) => r.requestsPerSec)))} req/s, ${median(last.map((r) => r.cpuUsPerReq)).toFixed(1)} µs/req`)
+    console.error(
+      `round ${round}/${rounds} done: hello-world ${Math.round(median(last.map((r) => r.requestsPerSec)))} req/s, ${median(last.map((r) => r.cpuUsPerReq)).toFixed(1)} µs/req`,
+    )
   }
 
   const fixed = (value: number, digits: number) => value.toFixed(digits)

@@ -97,8 +97,6 @@ if (!(LEAD_MS >= 0)) throw new Error('--lead-sec must be 0 or more')
 if (CONCURRENCY !== undefined && !(CONCURRENCY >= 1)) throw new Error('--concurrency must be a positive number or "default"')
 if (POOL < 2) throw new Error('--pool must be at least 2 (graphile-worker: maxPoolSize must be at least 2)')
 
-
-
 /** The installed graphile-worker's package.json version (its exports map hides ./package.json). */
 function graphileWorkerVersion(): string {
   const entry = fileURLToPath(import.meta.resolve('graphile-worker'))
@@ -259,7 +257,9 @@ async function main(): Promise<void> {
   const utils: WorkerUtils = await makeWorkerUtils({ connectionString: dbUrl, maxPoolSize: 2, logger: gwLogger, useNodeTime: NODE_TIME })
   await utils.migrate()
   const concurrencyLabel = CONCURRENCY === undefined ? '1 (graphile-worker default)' : String(CONCURRENCY)
-  log(`db ${dbName}, graphile-worker ${GW_VERSION}, mode ${MODE}, ${N} jobs, concurrency ${concurrencyLabel}, pool ${POOL}, pollInterval ${POLL_MS} ms${LOCAL_QUEUE === undefined ? '' : `, localQueue ${LOCAL_QUEUE}`}${COMPLETE_BATCH_MS === undefined ? '' : `, completeJobBatchDelay ${COMPLETE_BATCH_MS} ms`}`)
+  log(
+    `db ${dbName}, graphile-worker ${GW_VERSION}, mode ${MODE}, ${N} jobs, concurrency ${concurrencyLabel}, pool ${POOL}, pollInterval ${POLL_MS} ms${LOCAL_QUEUE === undefined ? '' : `, localQueue ${LOCAL_QUEUE}`}${COMPLETE_BATCH_MS === undefined ? '' : `, completeJobBatchDelay ${COMPLETE_BATCH_MS} ms`}`,
+  )
 
   // cron: start the runner just after a minute boundary, so the next boundary is the first slot its
   // cron schedules, with ≥ 45 s for parsing the crontab and registering the N items.
@@ -355,22 +355,39 @@ async function main(): Promise<void> {
   console.log(
     `graphile-worker ${GW_VERSION}, Node ${process.version}, mode ${MODE}, ${N} jobs due at ${new Date(slot).toISOString()}, concurrency ${concurrencyLabel}, pool (maxPoolSize) ${POOL}, pollInterval ${POLL_MS} ms, useNodeTime ${NODE_TIME}, localQueue ${LOCAL_QUEUE ?? 'off'}, completeJobBatchDelay ${COMPLETE_BATCH_MS ?? 'off'}; load average at the end ${load1?.toFixed(2)} / ${load5?.toFixed(2)} (1 / 5 min)`,
   )
-  if (MODE === 'runAt') console.log(`add: ${N} jobs via WorkerUtils.addJobs (add_jobs, ${ADD_BATCH} per call) starting ${LEAD_MS / 1000} s before the slot, in ${(addMs / 1000).toFixed(2)} s (${(N / (addMs / 1000)).toFixed(0)} jobs/s), done ${addDoneBeforeSlot >= 0 ? `${fmtMs(addDoneBeforeSlot)} before` : `${fmtMs(-addDoneBeforeSlot)} after`} the slot`)
-  else console.log(`cron: ${N} crontab lines; runner (incl. crontab parse + registering the items) started in ${(startMs / 1000).toFixed(1)} s; cron insert of the slot's jobs started at +${fmtMs((cronTimes.schedule ?? Number.NaN) - slot)}, committed at +${fmtMs((cronTimes.scheduled ?? Number.NaN) - slot)}`)
+  if (MODE === 'runAt')
+    console.log(
+      `add: ${N} jobs via WorkerUtils.addJobs (add_jobs, ${ADD_BATCH} per call) starting ${LEAD_MS / 1000} s before the slot, in ${(addMs / 1000).toFixed(2)} s (${(N / (addMs / 1000)).toFixed(0)} jobs/s), done ${addDoneBeforeSlot >= 0 ? `${fmtMs(addDoneBeforeSlot)} before` : `${fmtMs(-addDoneBeforeSlot)} after`} the slot`,
+    )
+  else
+    console.log(
+      `cron: ${N} crontab lines; runner (incl. crontab parse + registering the items) started in ${(startMs / 1000).toFixed(1)} s; cron insert of the slot's jobs started at +${fmtMs((cronTimes.schedule ?? Number.NaN) - slot)}, committed at +${fmtMs((cronTimes.scheduled ?? Number.NaN) - slot)}`,
+    )
   console.log(
     `memory (RSS / heapUsed): at start ${mib(atStart.rss)} / ${mib(atStart.heapUsed)}; after the runner started ${mib(afterStart.rss)} / ${mib(afterStart.heapUsed)}; ${MODE === 'runAt' ? 'after adding the jobs' : 'before the slot'} ${mib(afterAdd.rss)} / ${mib(afterAdd.heapUsed)}; peak during the window ${mib(window.mem.rss)} / ${mib(window.mem.heapUsed)}`,
   )
   console.log(`\n-- slot ${new Date(slot).toISOString()} --`)
   console.log(`ran: ${ran.length}/${N} within the window, ${ranWithin60s}/${N} within 60 s of the slot`)
-  console.log(`lag slot → handler over all ${N} jobs (not run = ∞): p50 ${fmtMs(percentile(lags, 50))}, p90 ${fmtMs(percentile(lags, 90))}, p99 ${fmtMs(percentile(lags, 99))}, max ${fmtMs(lags[lags.length - 1] as number)}, min ${fmtMs(lags[0] as number)}`)
-  if (ran.length < N && ran.length > 0) console.log(`lag of the ${ran.length} jobs that ran: p50 ${fmtMs(percentile(ran, 50))}, p90 ${fmtMs(percentile(ran, 90))}, p99 ${fmtMs(percentile(ran, 99))}, max ${fmtMs(ran[ran.length - 1] as number)}`)
+  console.log(
+    `lag slot → handler over all ${N} jobs (not run = ∞): p50 ${fmtMs(percentile(lags, 50))}, p90 ${fmtMs(percentile(lags, 90))}, p99 ${fmtMs(percentile(lags, 99))}, max ${fmtMs(lags[lags.length - 1] as number)}, min ${fmtMs(lags[0] as number)}`,
+  )
+  if (ran.length < N && ran.length > 0)
+    console.log(
+      `lag of the ${ran.length} jobs that ran: p50 ${fmtMs(percentile(ran, 50))}, p90 ${fmtMs(percentile(ran, 90))}, p99 ${fmtMs(percentile(ran, 99))}, max ${fmtMs(ran[ran.length - 1] as number)}`,
+    )
   if (ran.length > 1) {
     const spread = (ran[ran.length - 1] as number) - (ran[0] as number)
-    console.log(`first job ran at +${fmtMs(ran[0] as number)}, last at +${fmtMs(ran[ran.length - 1] as number)} (${spread > 0 ? (ran.length / (spread / 1000)).toFixed(0) : 'n/a'} jobs/s between them)`)
+    console.log(
+      `first job ran at +${fmtMs(ran[0] as number)}, last at +${fmtMs(ran[ran.length - 1] as number)} (${spread > 0 ? (ran.length / (spread / 1000)).toFixed(0) : 'n/a'} jobs/s between them)`,
+    )
   }
   console.log(`\n-- window: ${(window.wallMs / 1000).toFixed(1)} s --`)
-  console.log(`executions: ${window.executed} (${(window.executed / (window.wallMs / 1000)).toFixed(1)} runs/s, from 1 s before the slot until the last one ran); duplicates ${duplicates}, jobs of another slot ${otherSlot}`)
-  console.log(`bench process CPU ${(window.cpuMs / 1000).toFixed(1)} s (${((100 * window.cpuMs) / window.wallMs).toFixed(0)} % of one core); Postgres backends of this db ${window.dbCpuMs === undefined ? 'n/a' : `${(window.dbCpuMs / 1000).toFixed(1)} s CPU (${((100 * window.dbCpuMs) / window.wallMs).toFixed(0)} %)`}`)
+  console.log(
+    `executions: ${window.executed} (${(window.executed / (window.wallMs / 1000)).toFixed(1)} runs/s, from 1 s before the slot until the last one ran); duplicates ${duplicates}, jobs of another slot ${otherSlot}`,
+  )
+  console.log(
+    `bench process CPU ${(window.cpuMs / 1000).toFixed(1)} s (${((100 * window.cpuMs) / window.wallMs).toFixed(0)} % of one core); Postgres backends of this db ${window.dbCpuMs === undefined ? 'n/a' : `${(window.dbCpuMs / 1000).toFixed(1)} s CPU (${((100 * window.dbCpuMs) / window.wallMs).toFixed(0)} %)`}`,
+  )
   console.log(`event-loop delay p50 ${window.loopDelay.p50.toFixed(0)} ms, p99 ${window.loopDelay.p99.toFixed(0)} ms, max ${window.loopDelay.max.toFixed(0)} ms`)
   console.log(`graphile-worker in the window: getJob calls ${window.gw.getJob} (empty ${window.gw.getJobEmpty}), LISTEN notifications ${window.gw.notifications}`)
   if (MODE === 'cron') {

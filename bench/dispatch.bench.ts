@@ -42,12 +42,10 @@ import { createSchedulerService } from '../src/scheduler/service.ts'
 import { createSchedulerSecrets } from '../src/scheduler/secrets.ts'
 import { PostgresResourceStore } from '../controllers/local/postgres-store.ts'
 import { TaskController, systemClock as controllerClock } from '../controllers/task-controller.ts'
-import { RunController, type RunLedger } from '../controllers/run-controller.ts'
+import { RunController } from '../controllers/run-controller.ts'
 import { Informer } from '../controllers/informer.ts'
-import type { ResourceStore } from '../controllers/resource-store.ts'
-import type { ExecutionRequest, ExecutionResult, RunExecutor } from '../controllers/executor.ts'
-import type { RunResource, TaskResource } from '../controllers/task-reconciler.ts'
 import { fmtMs, log, memory, mib, nextBoundary, percentile, PG_URL, procCpuMs, sleep } from './dispatch-common.ts'
+import type { ExecutionRequest, ExecutionResult, ResourceStore, RunExecutor, RunLedger, RunResource, TaskResource } from '../src/scheduler/contract/index.ts'
 
 const { values: args } = parseArgs({
   options: {
@@ -78,8 +76,6 @@ const WINDOW_MS = Number(args['window-sec']) * 1000
 const CREATE_CONCURRENCY = DB_KIND === 'pglite' ? 1 : Number(args['create-concurrency'])
 const OWNER = '0x1111111111111111111111111111111111111111'
 const NAMESPACE = 'default'
-
-
 
 // ---------------------------------------------------------------------------- throw-away database
 // (the few lines of test/helpers/servers.ts this needs)
@@ -231,7 +227,19 @@ class RecordingExecutor implements RunExecutor {
       executedPerSlot.set(times.slot, (executedPerSlot.get(times.slot) ?? 0) + 1)
     } else if (times === undefined) executedOther += 1
     const at = new Date(now)
-    return { outcome: 'succeeded', exitCode: 0, stdout: 'ok\n', stderr: '', stdoutBytes: 3, stderrBytes: 0, startedAt: at, finishedAt: at, durationMs: 1, installDurationMs: 0, runtimeVersion: 'bench 1' }
+    return {
+      outcome: 'succeeded',
+      exitCode: 0,
+      stdout: 'ok\n',
+      stderr: '',
+      stdoutBytes: 3,
+      stderrBytes: 0,
+      startedAt: at,
+      finishedAt: at,
+      durationMs: 1,
+      installDurationMs: 0,
+      runtimeVersion: 'bench 1',
+    }
   }
 }
 
@@ -368,11 +376,23 @@ async function main(): Promise<void> {
     Array.from({ length: CREATE_CONCURRENCY }, async () => {
       while (next < N) {
         const i = next++
-        const body = { schedule: { every: 'minute' }, runtime: 'python', entrypoint: 'main.py', source: `print(${i})`, max_runtime_sec: 5, max_sibling_calls: 0, max_amount_usdc_micros: 200_000 }
+        const body = {
+          schedule: { every: 'minute' },
+          runtime: 'python',
+          entrypoint: 'main.py',
+          source: `print(${i})`,
+          max_runtime_sec: 5,
+          max_sibling_calls: 0,
+          max_amount_usdc_micros: 200_000,
+        }
         const key = `bench-${i}`
         const pre = await service.precheckCreate(body, key, BigInt(body.max_amount_usdc_micros))
         if ('existing' in pre) throw new Error('unexpected idempotent hit')
-        await service.createTask({ ...pre, idempotencyKey: key, payment: { payer: OWNER, protocol: 'x402', amountMicros: BigInt(body.max_amount_usdc_micros), replayKey: `r-${key}` } })
+        await service.createTask({
+          ...pre,
+          idempotencyKey: key,
+          payment: { payer: OWNER, protocol: 'x402', amountMicros: BigInt(body.max_amount_usdc_micros), replayKey: `r-${key}` },
+        })
         // The escrow payment settles, as the payments module decides it after a real settlement.
         await db.transaction((tx) => service.chargeOutcomes.settled(tx, `r-${key}`, `0x${randomBytes(32).toString('hex')}`))
         if ((i + 1) % 2000 === 0) log(`created ${i + 1} tasks`)
@@ -400,14 +420,20 @@ async function main(): Promise<void> {
 
   // ---- report
   console.log('\n=== Scheduler dispatch ===')
-  console.log(`db ${DB_KIND}, ${N} every-minute tasks, Node ${process.version}, TaskController concurrency ${CONCURRENCY}, RunController maxParallel ${MAX_PARALLEL}, pollMs ${POLL_MS}, Postgres pool ${POOL}, dispatch ahead ${AHEAD_SEC} s`)
-  console.log(`create: ${(createMs / 1000).toFixed(1)} s (${(N / (createMs / 1000)).toFixed(0)} tasks/s, controllers running); controllers ${quiet ? 'quiet' : `NOT quiet (${pendingAtSlot} tasks not yet reconciled)`} before the first measured slot`)
+  console.log(
+    `db ${DB_KIND}, ${N} every-minute tasks, Node ${process.version}, TaskController concurrency ${CONCURRENCY}, RunController maxParallel ${MAX_PARALLEL}, pollMs ${POLL_MS}, Postgres pool ${POOL}, dispatch ahead ${AHEAD_SEC} s`,
+  )
+  console.log(
+    `create: ${(createMs / 1000).toFixed(1)} s (${(N / (createMs / 1000)).toFixed(0)} tasks/s, controllers running); controllers ${quiet ? 'quiet' : `NOT quiet (${pendingAtSlot} tasks not yet reconciled)`} before the first measured slot`,
+  )
   console.log(
     `memory (RSS / heapUsed): at start ${mib(atStart.rss)} / ${mib(atStart.heapUsed)}; before creating ${mib(beforeCreate.rss)} / ${mib(beforeCreate.heapUsed)}; after creating ${mib(afterCreate.rss)} / ${mib(afterCreate.heapUsed)}; peak during the window ${mib(window.mem.rss)} / ${mib(window.mem.heapUsed)}`,
   )
   printWindow(window)
   console.log(`errors: ${errorCount}${errors.length === 0 ? '' : ` (first: ${errors.join(' | ')})`}`)
-  console.log(`controller stats (whole run): tasks ${JSON.stringify(taskController.stats)}, runs ${JSON.stringify(runController.stats)}, store list() calls ${storeCalls.list}, executions of runs the TaskController did not create ${executedOther}`)
+  console.log(
+    `controller stats (whole run): tasks ${JSON.stringify(taskController.stats)}, runs ${JSON.stringify(runController.stats)}, store list() calls ${storeCalls.list}, executions of runs the TaskController did not create ${executedOther}`,
+  )
 }
 
 /** Waits until the controllers have nothing to do for 2 s, or until `deadline`; true if quiet. */
@@ -492,7 +518,9 @@ async function measureWindow(slots: number[], tasks: TaskController, runs: RunCo
     await sleep(50)
     if (Date.now() - lastLog >= 10_000) {
       lastLog = Date.now()
-      log(`  +${((Date.now() - first) / 1000).toFixed(0)} s: executed ${slots.map((slot) => executedPerSlot.get(slot) ?? 0).join(' + ')} of ${N} per slot (${executedTotal - executed0} in all), rss ${mib(process.memoryUsage().rss)}`)
+      log(
+        `  +${((Date.now() - first) / 1000).toFixed(0)} s: executed ${slots.map((slot) => executedPerSlot.get(slot) ?? 0).join(' + ')} of ${N} per slot (${executedTotal - executed0} in all), rss ${mib(process.memoryUsage().rss)}`,
+      )
     }
   }
   const cpu = process.cpuUsage(cpu0)
@@ -524,7 +552,8 @@ async function measureWindow(slots: number[], tasks: TaskController, runs: RunCo
     },
   }
   if (profileTop !== undefined) result.profileTop = profileTop
-  for (const r of result.slots) log(`slot ${new Date(r.slot).toISOString()}: executed ${executedPerSlot.get(r.slot) ?? 0}/${N}, p50 ${fmtMs(percentile(r.lags, 50))}, p99 ${fmtMs(percentile(r.lags, 99))}`)
+  for (const r of result.slots)
+    log(`slot ${new Date(r.slot).toISOString()}: executed ${executedPerSlot.get(r.slot) ?? 0}/${N}, p50 ${fmtMs(percentile(r.lags, 50))}, p99 ${fmtMs(percentile(r.lags, 99))}`)
   return result
 }
 
@@ -601,22 +630,33 @@ function printWindow(w: WindowResult): void {
     const lags = r.lags
     console.log(`\n-- slot ${new Date(r.slot).toISOString()} --`)
     console.log(`ran: ${lags.filter(Number.isFinite).length}/${N} within the window, ${r.ranWithin60s}/${N} within 60 s of the slot`)
-    console.log(`lag slot → execute() over all ${N} tasks (not run = ∞): p50 ${fmtMs(percentile(lags, 50))}, p90 ${fmtMs(percentile(lags, 90))}, p99 ${fmtMs(percentile(lags, 99))}, max ${fmtMs(lags[lags.length - 1] as number)}, min ${fmtMs(lags[0] as number)}`)
+    console.log(
+      `lag slot → execute() over all ${N} tasks (not run = ∞): p50 ${fmtMs(percentile(lags, 50))}, p90 ${fmtMs(percentile(lags, 90))}, p99 ${fmtMs(percentile(lags, 99))}, max ${fmtMs(lags[lags.length - 1] as number)}, min ${fmtMs(lags[0] as number)}`,
+    )
     const ran = lags.filter(Number.isFinite)
-    if (ran.length < N && ran.length > 0) console.log(`lag of the ${ran.length} runs that executed: p50 ${fmtMs(percentile(ran, 50))}, p90 ${fmtMs(percentile(ran, 90))}, p99 ${fmtMs(percentile(ran, 99))}, max ${fmtMs(ran[ran.length - 1] as number)}`)
+    if (ran.length < N && ran.length > 0)
+      console.log(
+        `lag of the ${ran.length} runs that executed: p50 ${fmtMs(percentile(ran, 50))}, p90 ${fmtMs(percentile(ran, 90))}, p99 ${fmtMs(percentile(ran, 99))}, max ${fmtMs(ran[ran.length - 1] as number)}`,
+      )
     console.log(`last Run created at +${fmtMs(r.lastCreated)}, last claimed at +${fmtMs(r.lastClaimed)}, last executed at +${fmtMs(r.lastExecuted)}`)
     console.log('stage (runs of this slot)               p50        p90        p99        max')
     for (const [name, values] of Object.entries(r.stages)) {
       console.log(`${name.padEnd(34)} ${[50, 90, 99, 100].map((p) => fmtMs(percentile(values, p)).padStart(10)).join(' ')}   (n=${values.length})`)
     }
-    console.log(`RunController reconciles per run: p50 ${percentile(r.runReconciles, 50)}, p99 ${percentile(r.runReconciles, 99)}, max ${r.runReconciles[r.runReconciles.length - 1] ?? 0}`)
+    console.log(
+      `RunController reconciles per run: p50 ${percentile(r.runReconciles, 50)}, p99 ${percentile(r.runReconciles, 99)}, max ${r.runReconciles[r.runReconciles.length - 1] ?? 0}`,
+    )
   }
   console.log(`\n-- window: ${(w.wallMs / 1000).toFixed(1)} s --`)
   console.log(`executions: ${w.executed} (${(w.executed / (w.wallMs / 1000)).toFixed(1)} runs/s, any slot)`)
-  console.log(`controller process CPU ${(w.cpuMs / 1000).toFixed(1)} s (${((100 * w.cpuMs) / w.wallMs).toFixed(0)} % of one core); Postgres backends of this db ${w.dbCpuMs === undefined ? 'n/a' : `${(w.dbCpuMs / 1000).toFixed(1)} s CPU (${((100 * w.dbCpuMs) / w.wallMs).toFixed(0)} %)`}`)
+  console.log(
+    `controller process CPU ${(w.cpuMs / 1000).toFixed(1)} s (${((100 * w.cpuMs) / w.wallMs).toFixed(0)} % of one core); Postgres backends of this db ${w.dbCpuMs === undefined ? 'n/a' : `${(w.dbCpuMs / 1000).toFixed(1)} s CPU (${((100 * w.dbCpuMs) / w.wallMs).toFixed(0)} %)`}`,
+  )
   console.log(`event-loop delay p50 ${w.loopDelay.p50.toFixed(0)} ms, p99 ${w.loopDelay.p99.toFixed(0)} ms, max ${w.loopDelay.max.toFixed(0)} ms`)
   console.log(`controller stats in the window: tasks ${JSON.stringify(w.stats.tasks)}, runs ${JSON.stringify(w.stats.runs)}`)
-  console.log(`statements in the window: ${w.statements.total} (${(w.statements.total / Math.max(1, w.executed)).toFixed(1)} per executed run), ${(w.statements.busyMs / 1000).toFixed(1)} s summed latency; most frequent:`)
+  console.log(
+    `statements in the window: ${w.statements.total} (${(w.statements.total / Math.max(1, w.executed)).toFixed(1)} per executed run), ${(w.statements.busyMs / 1000).toFixed(1)} s summed latency; most frequent:`,
+  )
   for (const [head, { n, ms }] of w.statements.top) console.log(`  ${String(n).padStart(7)}  ${(ms / n).toFixed(2).padStart(7)} ms avg  ${head}`)
   if (w.profileTop !== undefined) {
     console.log('CPU profile of the window, top self time:')

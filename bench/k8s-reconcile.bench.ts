@@ -52,7 +52,12 @@ async function main(): Promise<void> {
     Array.from({ length: 32 }, async () => {
       while (next < tasksWanted) {
         const i = next++
-        await tasks.create({ apiVersion: CRD_API_VERSION, kind: 'Task', metadata: { name: `t-${String(i).padStart(5, '0')}`, namespace: NAMESPACE }, spec: { schedule: { cron: '* * * * *' }, concurrencyPolicy: 'Allow' } })
+        await tasks.create({
+          apiVersion: CRD_API_VERSION,
+          kind: 'Task',
+          metadata: { name: `t-${String(i).padStart(5, '0')}`, namespace: NAMESPACE },
+          spec: { schedule: { cron: '* * * * *' }, concurrencyPolicy: 'Allow' },
+        })
       }
     }),
   )

@@ -150,7 +150,10 @@ async function serveOurs(): Promise<void> {
     let database = 0
     if (db.kind === 'postgres') {
       const rows = await db.query<{ pid: number }>(`select pid from pg_stat_activity where datname = current_database()`)
-      database = cpuOfPids(rows.map((r) => r.pid), backendCpu)
+      database = cpuOfPids(
+        rows.map((r) => r.pid),
+        backendCpu,
+      )
     }
     return { seconds: (u.user + u.system) / 1e6, database }
   })
@@ -365,7 +368,10 @@ async function main(): Promise<void> {
       const res = await fetch(server.url + PATH)
       if (res.status !== 402) throw new Error(`${server.name}: unpaid call answered ${res.status}`)
       const http = new x402HTTPClient(new x402Client().register(NETWORK, new ExactEvmScheme(privateKeyToAccount(keys[0] as Hex))))
-      required.set(server, http.getPaymentRequiredResponse((n) => res.headers.get(n), await res.json().catch(() => undefined)))
+      required.set(
+        server,
+        http.getPaymentRequiredResponse((n) => res.headers.get(n), await res.json().catch(() => undefined)),
+      )
       const pay = wrapFetchWithPayment(fetch, new x402Client().register(NETWORK, new ExactEvmScheme(privateKeyToAccount(keys[0] as Hex))))
       const paid = await pay(server.url + PATH)
       const receipt = decodePaymentResponseHeader(paid.headers.get('payment-response') ?? '')

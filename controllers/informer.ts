@@ -1,3 +1,5 @@
+import { type AnyResource, GoneError, type ListOptions, objectKey, type ResourceStore, type WatchEvent } from '../src/scheduler/contract/index.ts'
+import { realTimers, type Timers } from '../src/platform/clock.ts'
 // Informer: list → watch from the list's resourceVersion → on GoneError (410) relist; on any other
 // error back off (1 s doubling to 30 s by default) and relist. Keeps a cache of the objects and calls
 // the handler with the key of every object that was added, changed or removed (level-triggered: the
@@ -6,15 +8,6 @@
 // object yields, the set of keys of the cached objects yielding it, updated on every add, update,
 // delete and relist, so byIndex(name, value) answers in O(matches) instead of scanning the cache
 // (the Task controller reads a Task's Runs this way: controllers/task-controller.ts).
-import {
-  GoneError,
-  objectKey,
-  type AnyResource,
-  type ListOptions,
-  type ResourceStore,
-  type WatchEvent,
-} from './resource-store.ts'
-import { realTimers, type Timers } from './work-queue.ts'
 
 export interface InformerOptions {
   namespace?: string

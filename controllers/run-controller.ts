@@ -16,17 +16,25 @@
 //   process) and the run is settled as lost: failed, outcome infra_error, at no cost (docs/scheduler.md).
 //   A prepared run is only in memory: after a restart its claim is found again and it is prepared anew.
 // Money never lives in the Run resource: its status mirrors the settled cost for display only.
-import { isConflict, objectKey, splitKey, type ResourceStore } from './resource-store.ts'
 import type { ControllerLogger } from './task-controller.ts'
 import { Informer } from './informer.ts'
-import { isFinished, type RunPhase, type RunResource, type RunStatus } from './task-reconciler.ts'
-import { realTimers, WorkQueue, type Timers } from './work-queue.ts'
-import type { ExecutionResult, RunExecutor } from './executor.ts'
-import type { PreparedRequest, RunLedger, SettledRun } from '../src/scheduler/contract/index.ts'
-
-// The RunLedger port is part of the scheduling contract (src/scheduler/contract/ports.ts);
-// re-exported here for old import paths until they are updated.
-export type { PreparedRequest, RunLedger, SettledRun }
+import { isFinished } from './task-reconciler.ts'
+import { WorkQueue } from './work-queue.ts'
+import {
+  type ExecutionResult,
+  isConflict,
+  objectKey,
+  type PreparedRequest,
+  type ResourceStore,
+  type RunExecutor,
+  type RunLedger,
+  type RunPhase,
+  type RunResource,
+  type RunResourceStatus,
+  type SettledRun,
+  splitKey,
+} from '../src/scheduler/contract/index.ts'
+import { realTimers, type Timers } from '../src/platform/clock.ts'
 
 export type RunAction =
   | { type: 'none' }
@@ -133,10 +141,12 @@ export class RunController {
     this.#options = options
     this.#clock = options.clock ?? { now: () => new Date(), ...realTimers }
     const onError = options.onError ?? (() => {})
-    this.#informer = options.runInformer ?? new Informer(options.runs, {
-      ...(options.namespace === undefined ? {} : { namespace: options.namespace }),
-      onError: (error) => onError('run informer', error),
-    })
+    this.#informer =
+      options.runInformer ??
+      new Informer(options.runs, {
+        ...(options.namespace === undefined ? {} : { namespace: options.namespace }),
+        onError: (error) => onError('run informer', error),
+      })
     this.#queue = new WorkQueue((key) => this.reconcile(key), {
       concurrency: options.concurrency ?? 64,
       delayTimers: this.#clock,
@@ -499,7 +509,7 @@ export class RunController {
   }
 
   async #writeFinal(run: RunResource, final: SettledRun): Promise<void> {
-    const status: RunStatus = {
+    const status: RunResourceStatus = {
       phase: PHASE_OF[final.status] ?? 'Failed',
       costMicros: final.cost_micros.toString(),
       exitCode: final.exit_code,

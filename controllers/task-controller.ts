@@ -14,17 +14,21 @@
 //   including another writer's change that lands during our write, reconciles as usual.
 // A reconcile reads its Task's Runs from the shared Run informer's index (RUNS_BY_TASK), not by
 // scanning every cached Run.
+import { Informer } from './informer.ts'
+import { isFinished, reconcileTask, type Action, type ReconcileOptions } from './task-reconciler.ts'
+import { WorkQueue } from './work-queue.ts'
 import {
   isAlreadyExists,
   isConflict,
   NotFoundError,
   objectKey,
-  splitKey,
   type ResourceStore,
-} from './resource-store.ts'
-import { Informer } from './informer.ts'
-import { isFinished, reconcileTask, type Action, type ReconcileOptions, type RunResource, type TaskResource, type TaskStatus } from './task-reconciler.ts'
-import { realTimers, WorkQueue, type Timers } from './work-queue.ts'
+  type RunResource,
+  splitKey,
+  type TaskResource,
+  type TaskResourceStatus,
+} from '../src/scheduler/contract/index.ts'
+import { realTimers, type Timers } from '../src/platform/clock.ts'
 
 export interface Clock extends Timers {
   now(): Date
@@ -117,7 +121,8 @@ export class TaskController {
     this.#options = options
     this.#clock = options.clock ?? systemClock
     const onError = options.onError ?? (() => {})
-    const informerOptions = options.namespace === undefined ? { onError: (e: unknown) => onError('informer', e) } : { namespace: options.namespace, onError: (e: unknown) => onError('informer', e) }
+    const informerOptions =
+      options.namespace === undefined ? { onError: (e: unknown) => onError('informer', e) } : { namespace: options.namespace, onError: (e: unknown) => onError('informer', e) }
     this.#tasks = new Informer(options.tasks, informerOptions)
     this.#runs = options.runInformer ?? new Informer(options.runs, informerOptions)
     this.#queue = new WorkQueue((key) => this.reconcile(key), {
@@ -314,7 +319,8 @@ export class TaskController {
       } finally {
         this.#writing.delete(key)
       }
-      if (seen.has(written)) this.stats.echoesSkipped += 1 // the echo came first: the cache holds the write
+      if (seen.has(written))
+        this.stats.echoesSkipped += 1 // the echo came first: the cache holds the write
       else this.#written.set(key, written)
       for (const rv of seen) {
         if (rv === written) continue
@@ -335,17 +341,17 @@ export class TaskController {
 }
 
 /** A run left the active list, or a newer run finished, since `current` was written. */
-function runFinishedSince(current: TaskStatus, desired: TaskStatus): boolean {
+function runFinishedSince(current: TaskResourceStatus, desired: TaskResourceStatus): boolean {
   if (desired.lastRunName !== current.lastRunName || desired.lastRunPhase !== current.lastRunPhase) return true
   const active = new Set(desired.active ?? [])
   return (current.active ?? []).some((name) => !active.has(name))
 }
 
 /** Merge patch turning `current` into `desired`: keys dropped from desired are sent as null. */
-export function statusPatch(current: TaskStatus, desired: TaskStatus): TaskStatus {
+export function statusPatch(current: TaskResourceStatus, desired: TaskResourceStatus): TaskResourceStatus {
   const patch: Record<string, unknown> = { ...desired }
   for (const key of Object.keys(current)) {
     if ((desired as Record<string, unknown>)[key] === undefined) patch[key] = null
   }
-  return patch as TaskStatus
+  return patch as TaskResourceStatus
 }

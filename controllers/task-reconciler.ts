@@ -34,22 +34,6 @@ import {
   type TriggerType,
 } from '../src/scheduler/contract/index.ts'
 
-// Moved to the scheduling contract (src/scheduler/contract/resources.ts, enums.ts); these
-// re-exports keep old import paths and names compiling until they are updated.
-export type {
-  Condition,
-  ConcurrencyPolicy,
-  RunPhase,
-  RunResource,
-  RunResourceSpec as RunSpec,
-  RunResourceStatus as RunStatus,
-  SkipRecord,
-  TaskResource,
-  TaskResourceSpec as TaskSpec,
-  TaskResourceStatus as TaskStatus,
-  TriggerType,
-} from '../src/scheduler/contract/index.ts'
-
 export type Action =
   | { type: 'createRun'; name: string; slot: string; trigger: TriggerType; notBefore?: string }
   | { type: 'deleteRun'; name: string }

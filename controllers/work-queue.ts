@@ -6,9 +6,6 @@
 // same way but reported through `onRoutine` (a debug line), not `onError`.
 import { realTimers, type Timers } from '../src/platform/clock.ts'
 
-// Defined with the clock in src/platform/clock.ts; re-exported for the controllers that import them from here.
-export { realTimers, type Timers }
-
 export interface WorkQueueOptions {
   /** Parallel keys (default 4). */
   concurrency?: number
@@ -78,7 +75,10 @@ export class WorkQueue {
       existing.timers.clearTimeout(existing.handle)
       this.#delayed.delete(key)
     }
-    if (ms <= 0) return this.add(key)
+    if (ms <= 0) {
+      this.add(key)
+      return
+    }
     const handle = timers.setTimeout(() => {
       this.#delayed.delete(key)
       this.add(key)

@@ -53,6 +53,5 @@ const artifact = {
 const outFile = new URL(`${CONTRACT}.json`, contractsDir)
 await writeFile(outFile, `${JSON.stringify(artifact, null, 2)}\n`)
 console.log(
-  `wrote ${fileURLToPath(outFile)}: ${(artifact.deployedBytecode.length - 2) / 2} bytes of runtime code, ` +
-    `${artifact.compiler}, ${Math.round(performance.now() - started)} ms`,
+  `wrote ${fileURLToPath(outFile)}: ${(artifact.deployedBytecode.length - 2) / 2} bytes of runtime code, ` + `${artifact.compiler}, ${Math.round(performance.now() - started)} ms`,
 )

@@ -33,10 +33,13 @@ function version(): string {
   return pkg.version
 }
 
+const parseCommandLine = (argv: string[]) =>
+  parseArgs({ args: argv, allowPositionals: true, options: { help: { type: 'boolean', short: 'h' }, version: { type: 'boolean', short: 'v' } } })
+
 export async function main(argv: string[]): Promise<number> {
-  let parsed
+  let parsed: ReturnType<typeof parseCommandLine>
   try {
-    parsed = parseArgs({ args: argv, allowPositionals: true, options: { help: { type: 'boolean', short: 'h' }, version: { type: 'boolean', short: 'v' } } })
+    parsed = parseCommandLine(argv)
   } catch (error) {
     process.stderr.write(`${(error as Error).message}\n\n${USAGE}`)
     return 2
@@ -65,7 +68,7 @@ export async function main(argv: string[]): Promise<number> {
     return 2
   }
 
-  let config
+  let config: ReturnType<typeof loadConfig>
   try {
     config = loadConfig()
   } catch (error) {
@@ -93,7 +96,7 @@ export async function main(argv: string[]): Promise<number> {
   }
 
   const roles = (roleArgs.length > 0 ? [...new Set(roleArgs)] : [...ROLES]) as Role[]
-  let running
+  let running: Awaited<ReturnType<typeof runtime.start>>
   try {
     running = await runtime.start(config, roles, logger)
   } catch (error) {
@@ -103,7 +106,14 @@ export async function main(argv: string[]): Promise<number> {
     return 1
   }
   for (const listener of running.listeners) {
-    const publicUrl = listener.name === 'gateway' ? config.publicBaseUrl : listener.name === 'scheduler' ? config.publicSchedulerUrl : listener.name === 'memory' ? config.publicMemoryUrl : listener.url
+    const publicUrl =
+      listener.name === 'gateway'
+        ? config.publicBaseUrl
+        : listener.name === 'scheduler'
+          ? config.publicSchedulerUrl
+          : listener.name === 'memory'
+            ? config.publicMemoryUrl
+            : listener.url
     process.stdout.write(`${listener.name.padEnd(10)} ${listener.url}${publicUrl !== listener.url ? `  (public ${publicUrl})` : ''}\n`)
   }
   logger.info({ roles, listeners: running.listeners.map((l) => ({ name: l.name, url: l.url })), database: running.db.kind, kv: running.kv.kind }, 'agent-gateway ready')

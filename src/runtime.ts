@@ -27,17 +27,15 @@ import { DEFAULT_RATES } from './scheduler/domain/rates.ts'
 import { createLocalBlobStore } from './platform/blobs.ts'
 import { tempoClientFromUrl } from './payments/mpp/index.ts'
 import { PostgresResourceStore } from '../controllers/local/postgres-store.ts'
-import { TaskController, systemClock as controllerClock } from '../controllers/task-controller.ts'
+import { TaskController } from '../controllers/task-controller.ts'
 import { RunController } from '../controllers/run-controller.ts'
 import { Informer } from '../controllers/informer.ts'
 import { createLocalExecutor } from '../controllers/local/sandbox-executor.ts'
 import { removeStaleWorkDirs } from '../controllers/local/workdirs.ts'
 import { createExecutorHealth, formatReport, type ExecutorHealthMonitor, type PrerequisiteReport } from '../controllers/local/prerequisites.ts'
-import type { ResourceStore } from '../controllers/resource-store.ts'
-import type { RunResource, TaskResource } from '../controllers/task-reconciler.ts'
-import type { RunExecutor } from '../controllers/executor.ts'
 import { registerHelperRoutes, registerSiblingPublicRoutes } from './scheduler/helpers/index.ts'
 import { buildMemoryApp, MEMORY_OPERATIONS } from './memory/app.ts'
+import type { ResourceStore, RunExecutor, RunResource, TaskResource } from './scheduler/contract/index.ts'
 
 export const ROLES = ['gateway', 'scheduler-api', 'controller', 'media', 'memory'] as const
 export type Role = (typeof ROLES)[number]
@@ -113,22 +111,23 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
   let payments: Payments | undefined
   const takesPayments = roles.some((role) => role === 'gateway' || role === 'scheduler-api' || role === 'controller' || role === 'memory')
   try {
-    if (takesPayments) payments = await openPayments({
-      db,
-      kv,
-      logger,
-      clock: systemClock,
-      registry,
-      dataDir: config.dataDir,
-      payTo: config.payTo as Address,
-      gatewayUrl: config.publicBaseUrl,
-      chainRpcUrl: config.chainRpcUrl,
-      settlerPrivateKey: config.settlerPrivateKey,
-      tempoRpcUrl: config.tempoRpcUrl,
-      mppSecretKey: config.mppSecretKey,
-      // Every role decides the open settlements of the work it sells (the effects it registers).
-      reconcileEveryMs: 30_000,
-    })
+    if (takesPayments)
+      payments = await openPayments({
+        db,
+        kv,
+        logger,
+        clock: systemClock,
+        registry,
+        dataDir: config.dataDir,
+        payTo: config.payTo as Address,
+        gatewayUrl: config.publicBaseUrl,
+        chainRpcUrl: config.chainRpcUrl,
+        settlerPrivateKey: config.settlerPrivateKey,
+        tempoRpcUrl: config.tempoRpcUrl,
+        mppSecretKey: config.mppSecretKey,
+        // Every role decides the open settlements of the work it sells (the effects it registers).
+        reconcileEveryMs: 30_000,
+      })
   } catch (error) {
     await Promise.allSettled([db.close(), kv.close()])
     throw error
@@ -360,7 +359,10 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
 function reportExecutor(logger: Logger, report: PrerequisiteReport, previous: PrerequisiteReport | undefined): void {
   if (!previous && report.notes.length > 0) logger.warn({ missingLibraries: report.missingLibraries }, `local executor: ${report.notes.join('; ')}`)
   if (report.ok) {
-    logger.info({ tools: report.tools, runtimes: report.runtimes }, previous ? 'local executor: prerequisites now satisfied; the scheduler takes tasks again' : 'local executor: prerequisites satisfied')
+    logger.info(
+      { tools: report.tools, runtimes: report.runtimes },
+      previous ? 'local executor: prerequisites now satisfied; the scheduler takes tasks again' : 'local executor: prerequisites satisfied',
+    )
     return
   }
   logger.error({ problems: report.problems }, `local executor cannot run task scripts: ${report.problems.map((problem) => `${problem.reason} (fix: ${problem.fix})`).join('; ')}`)

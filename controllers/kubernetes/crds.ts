@@ -11,21 +11,15 @@
 import type { TSchema } from '@sinclair/typebox'
 import { stringify } from 'yaml'
 import {
-  CONCURRENCY_POLICIES,
-  formatDuration,
   RESOURCE_API_VERSION,
   RESOURCE_GROUP,
   RESOURCE_VERSION,
   RUN_KIND as CONTRACT_RUN_KIND,
-  RUN_PHASES,
   RunResourceSpecSchema,
   RunResourceStatusSchema,
-  SKIP_REASONS,
   TASK_KIND as CONTRACT_TASK_KIND,
-  TASK_PHASES,
   TaskResourceSpecSchema,
   TaskResourceStatusSchema,
-  TRIGGER_TYPES,
 } from '../../src/scheduler/contract/index.ts'
 
 export const CRD_GROUP = RESOURCE_GROUP
@@ -38,9 +32,6 @@ export const TASK_KIND = CONTRACT_TASK_KIND
 export const RUN_KIND = CONTRACT_RUN_KIND
 export const TASK_SHORT_NAMES = ['agtask'] as const
 export const RUN_SHORT_NAMES = ['agrun'] as const
-
-// Moved to the scheduling contract (src/scheduler/contract); re-exported for old import paths.
-export { CONCURRENCY_POLICIES, formatDuration, RUN_PHASES, SKIP_REASONS, TASK_PHASES, TRIGGER_TYPES }
 
 /** A JSON Schema node of a structural CRD schema (apiextensions.k8s.io/v1 JSONSchemaProps). */
 export type SchemaNode = { [keyword: string]: unknown }
@@ -74,7 +65,11 @@ export function structuralSchema(schema: TSchema): SchemaNode {
 }
 
 function keywords(node: SchemaNode): SchemaNode {
-  return Object.fromEntries(Object.entries(node).filter(([key]) => !STRUCTURE_KEYS.has(key)).map(([key, value]) => [key, structuredClone(value)]))
+  return Object.fromEntries(
+    Object.entries(node)
+      .filter(([key]) => !STRUCTURE_KEYS.has(key))
+      .map(([key, value]) => [key, structuredClone(value)]),
+  )
 }
 
 const TASK_SPEC = structuralSchema(TaskResourceSpecSchema)

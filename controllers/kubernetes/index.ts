@@ -102,8 +102,7 @@ export async function openKubernetesBackend(options: KubernetesBackendOptions): 
     tasks,
     runs,
     envSecrets: createTaskEnvSecrets(kubeConfig, namespace),
-    createExecutor: (overrides = {}) =>
-      createJobExecutor({ namespace, images, ...(template !== undefined ? { template } : {}), ...packageSources, ...overrides, kubeConfig }),
+    createExecutor: (overrides = {}) => createJobExecutor({ namespace, images, ...(template !== undefined ? { template } : {}), ...packageSources, ...overrides, kubeConfig }),
     createElector: (electorOptions) =>
       new LeaderElector({
         namespace,

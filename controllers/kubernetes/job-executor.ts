@@ -29,32 +29,11 @@
 import { readFileSync } from 'node:fs'
 import { Writable } from 'node:stream'
 import { fileURLToPath } from 'node:url'
-import {
-  BatchV1Api,
-  CoreV1Api,
-  CustomObjectsApi,
-  Log,
-  Watch,
-  type KubeConfig,
-  type V1ConfigMap,
-  type V1Job,
-  type V1Pod,
-  type V1Secret,
-} from '@kubernetes/client-node'
+import { BatchV1Api, CoreV1Api, CustomObjectsApi, Log, Watch, type KubeConfig, type V1ConfigMap, type V1Job, type V1Pod, type V1Secret } from '@kubernetes/client-node'
 import { systemTimerClock, type TimerClock } from '../../src/platform/clock.ts'
-import type { ExecutionOutcome, ExecutionRequest, ExecutionResult, RunExecutor } from '../../src/scheduler/contract/index.ts'
+import { noAttemptResult, type ExecutionOutcome, type ExecutionRequest, type ExecutionResult, type RunExecutor } from '../../src/scheduler/contract/index.ts'
 import { CRD_GROUP, CRD_VERSION, RUN_PLURAL } from './crds.ts'
-import {
-  buildRunConfigMap,
-  buildRunJob,
-  buildRunTokenSecret,
-  LABELS,
-  runConfigMapName,
-  runJobName,
-  runTokenSecretName,
-  SCRIPT_CONTAINER,
-  SENTINEL,
-} from './job-spec.ts'
+import { buildRunConfigMap, buildRunJob, buildRunTokenSecret, LABELS, runConfigMapName, runJobName, runTokenSecretName, SCRIPT_CONTAINER, SENTINEL } from './job-spec.ts'
 import { apiStatus, FIELD_MANAGER, isNotFound, shareConnections } from './store.ts'
 
 const MiB = 1024 * 1024
@@ -84,7 +63,9 @@ interface Terminated {
   finishedAt?: Time
 }
 
-export function scriptContainerState(pod: V1Pod | undefined): { running?: { startedAt?: Time }; terminated?: Terminated; waiting?: { reason?: string; message?: string } } | undefined {
+export function scriptContainerState(
+  pod: V1Pod | undefined,
+): { running?: { startedAt?: Time }; terminated?: Terminated; waiting?: { reason?: string; message?: string } } | undefined {
   const statuses = pod?.status?.containerStatuses ?? []
   const status = statuses.find((s) => s.name === SCRIPT_CONTAINER) ?? statuses[0]
   return status?.state as ReturnType<typeof scriptContainerState>
@@ -314,13 +295,7 @@ export class KubernetesJobExecutor implements RunExecutor {
     const startedAt = this.#clock.now()
     const image = this.#options.images[request.runtime]
     const fallbackVersion = imageRuntimeVersion(request.runtime, image)
-    const bare = (outcome: ExecutionOutcome, error?: string): ExecutionResult => {
-      const now = this.#clock.now()
-      return {
-        outcome, exitCode: null, stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, startedAt, finishedAt: now,
-        durationMs: 0, installDurationMs: 0, runtimeVersion: fallbackVersion, ...(error !== undefined ? { error } : {}),
-      }
-    }
+    const bare = (outcome: ExecutionOutcome, error?: string): ExecutionResult => noAttemptResult(outcome, { startedAt, finishedAt: this.#clock.now() }, fallbackVersion, error)
 
     let job = await this.#readJob(namespace, jobName)
     if (job === undefined) {
@@ -341,7 +316,9 @@ export class KubernetesJobExecutor implements RunExecutor {
 
   async #runUid(namespace: string, runName: string): Promise<string | undefined> {
     try {
-      const run = (await this.#custom.getNamespacedCustomObject({ group: CRD_GROUP, version: CRD_VERSION, plural: RUN_PLURAL, namespace, name: runName })) as { metadata?: { uid?: string } }
+      const run = (await this.#custom.getNamespacedCustomObject({ group: CRD_GROUP, version: CRD_VERSION, plural: RUN_PLURAL, namespace, name: runName })) as {
+        metadata?: { uid?: string }
+      }
       return run.metadata?.uid
     } catch (err) {
       if (isNotFound(err)) return undefined
@@ -445,11 +422,14 @@ export class KubernetesJobExecutor implements RunExecutor {
         this.#clock.clearTimeout(previous)
         timers.delete(previous)
       }
-      const handle = this.#clock.setTimeout(() => {
-        timers.delete(handle)
-        armed.delete(purpose)
-        waker.poke()
-      }, Math.max(0, delay))
+      const handle = this.#clock.setTimeout(
+        () => {
+          timers.delete(handle)
+          armed.delete(purpose)
+          waker.poke()
+        },
+        Math.max(0, delay),
+      )
       timers.add(handle)
       armed.set(purpose, handle)
     }
@@ -457,9 +437,14 @@ export class KubernetesJobExecutor implements RunExecutor {
       if (watches.has(key)) return
       watches.set(key, 'starting')
       this.#watch
-        .watch(path, { ...query, allowWatchBookmarks: 'true' }, () => waker.poke(), () => {
-          watches.delete(key) // ended: re-opened on the next resync
-        })
+        .watch(
+          path,
+          { ...query, allowWatchBookmarks: 'true' },
+          () => waker.poke(),
+          () => {
+            watches.delete(key) // ended: re-opened on the next resync
+          },
+        )
         .then(
           (controller) => {
             if (watches.get(key) === 'starting') watches.set(key, controller)
@@ -496,11 +481,27 @@ export class KubernetesJobExecutor implements RunExecutor {
           this.stats.infraErrors += 1
           const archived = await this.#archive(namespace, pod, sink, follower !== undefined)
           await this.#cleanup(namespace, jobName)
-          return this.#result('infra_error', null, request, archived, pod, undefined, startedAt, fallbackVersion, outputCap, `Job ${namespace}/${jobName} was deleted before it finished`)
+          return this.#result(
+            'infra_error',
+            null,
+            request,
+            archived,
+            pod,
+            undefined,
+            startedAt,
+            fallbackVersion,
+            outputCap,
+            `Job ${namespace}/${jobName} was deleted before it finished`,
+          )
         }
         pod = await this.#newestPod(namespace, jobName, jobUid)
         const state = scriptContainerState(pod)
-        if (options.followLogs !== false && pod?.metadata?.name !== undefined && follower?.pod !== pod.metadata.name && (state?.running !== undefined || state?.terminated !== undefined)) {
+        if (
+          options.followLogs !== false &&
+          pod?.metadata?.name !== undefined &&
+          follower?.pod !== pod.metadata.name &&
+          (state?.running !== undefined || state?.terminated !== undefined)
+        ) {
           follower?.controller?.abort()
           const current: { pod: string; controller?: AbortController } = { pod: pod.metadata.name }
           follower = current
@@ -527,7 +528,18 @@ export class KubernetesJobExecutor implements RunExecutor {
             this.stats.infraErrors += 1
             await this.#deleteJob(namespace, jobName)
             await this.#cleanup(namespace, jobName)
-            const result = this.#result('infra_error', null, request, parsePodLog(''), pod, job, startedAt, fallbackVersion, outputCap, `${verdict.waiting.reason}: ${verdict.waiting.message}`.trim())
+            const result = this.#result(
+              'infra_error',
+              null,
+              request,
+              parsePodLog(''),
+              pod,
+              job,
+              startedAt,
+              fallbackVersion,
+              outputCap,
+              `${verdict.waiting.reason}: ${verdict.waiting.message}`.trim(),
+            )
             return { ...result, runtimeVersion: fallbackVersion }
           }
           later('grace', since + graceMs - nowMs)
@@ -628,7 +640,8 @@ function describeFailure(verdict: Extract<JobVerdict, { state: 'finished' }>, lo
   if (verdict.outcome === 'timed_out') return `DeadlineExceeded: ${verdict.message ?? 'the Job ran longer than its activeDeadlineSeconds'}`
   if (log.installFailed) return 'dependency install failed'
   if (verdict.reason === 'OOMKilled') return 'OOMKilled: the script exceeded its memory limit'
-  if (verdict.exitCode !== null) return `exited with code ${verdict.exitCode}${verdict.reason !== undefined && verdict.reason !== 'BackoffLimitExceeded' ? ` (${verdict.reason})` : ''}`
+  if (verdict.exitCode !== null)
+    return `exited with code ${verdict.exitCode}${verdict.reason !== undefined && verdict.reason !== 'BackoffLimitExceeded' ? ` (${verdict.reason})` : ''}`
   return verdict.reason ?? verdict.message ?? 'the Job failed'
 }
 

@@ -81,10 +81,7 @@ export const DEFAULT_JOB_TEMPLATE: V1Job = {
 }
 
 export interface RunJobInput {
-  request: Pick<
-    ExecutionRequest,
-    'runName' | 'namespace' | 'taskName' | 'runUid' | 'runtime' | 'entrypoint' | 'dependencies' | 'maxRuntimeSec' | 'envSecretName' | 'helper'
-  >
+  request: Pick<ExecutionRequest, 'runName' | 'namespace' | 'taskName' | 'runUid' | 'runtime' | 'entrypoint' | 'dependencies' | 'maxRuntimeSec' | 'envSecretName' | 'helper'>
   images: { python: string; node: string }
   runConfigMapName: string
   /** Secret holding the helper token under key `token` (required when request.helper is set). */
@@ -118,7 +115,10 @@ function shortHash(value: string): string {
  */
 export function dnsLabel(value: string, max = 63): string {
   if (value.length <= max && DNS_LABEL.test(value)) return value
-  const cleaned = value.toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '')
+  const cleaned = value
+    .toLowerCase()
+    .replace(/[^a-z0-9-]+/g, '-')
+    .replace(/^-+|-+$/g, '')
   if (cleaned.length <= max && cleaned === value) return cleaned
   const hash = shortHash(value)
   const head = cleaned.slice(0, max - hash.length - 1).replace(/-+$/, '')
@@ -129,7 +129,11 @@ export function dnsLabel(value: string, max = 63): string {
 export function labelValue(value: string): string {
   if (value.length <= 63 && LABEL_VALUE.test(value)) return value
   const hash = shortHash(value)
-  const head = value.replace(/[^A-Za-z0-9._-]+/g, '-').slice(0, 63 - hash.length - 1).replace(/[^A-Za-z0-9]+$/, '').replace(/^[^A-Za-z0-9]+/, '')
+  const head = value
+    .replace(/[^A-Za-z0-9._-]+/g, '-')
+    .slice(0, 63 - hash.length - 1)
+    .replace(/[^A-Za-z0-9]+$/, '')
+    .replace(/^[^A-Za-z0-9]+/, '')
   return head.length > 0 ? `${head}-${hash}` : hash
 }
 
@@ -185,7 +189,7 @@ export function buildRunConfig(input: Pick<RunJobInput, 'request' | 'pipIndexUrl
     installDir: '/tmp/.agw',
     pipIndexUrl: input.pipIndexUrl ?? null,
     npmRegistry: input.npmRegistry ?? null,
-    npmCli: request.runtime === 'node' ? input.npmCli ?? DEFAULT_NPM_CLI : null,
+    npmCli: request.runtime === 'node' ? (input.npmCli ?? DEFAULT_NPM_CLI) : null,
     // The pod's own network (egress NetworkPolicy) replaces the local mode's proxy socket.
     proxySocket: null,
     proxyPort: null,
@@ -205,7 +209,7 @@ export interface RunConfigMapInput extends Pick<RunJobInput, 'request' | 'pipInd
 export function buildRunConfigMap(input: RunConfigMapInput): V1ConfigMap {
   const { request } = input
   const data = {
-    [CONFIG_KEYS.runJson]: JSON.stringify(buildRunConfig(input), null, 2) + '\n',
+    [CONFIG_KEYS.runJson]: `${JSON.stringify(buildRunConfig(input), null, 2)}\n`,
     [CONFIG_KEYS.bootstrap]: input.bootstrapSource,
     [`${CONFIG_KEYS.scriptPrefix}${request.entrypoint}`]: input.source,
   }
@@ -385,7 +389,7 @@ export function buildRunJob(template: V1Job | undefined, input: RunJobInput): V1
   if (podSpec.hostUsers !== false) delete spec.hostUsers
   if (podSpec.runtimeClassName === undefined || podSpec.runtimeClassName === '') delete spec.runtimeClassName
 
-  const installSec = request.dependencies.length > 0 ? input.installTimeoutSec ?? 300 : 0
+  const installSec = request.dependencies.length > 0 ? (input.installTimeoutSec ?? 300) : 0
   return {
     apiVersion: 'batch/v1',
     kind: 'Job',

@@ -29,11 +29,7 @@ export interface Observation {
   observedAtMs: number
 }
 
-export type LeaseDecision =
-  | { action: 'create' }
-  | { action: 'follow'; holder: string; expiresAtMs: number }
-  | { action: 'renew' }
-  | { action: 'acquire'; from: string | undefined }
+export type LeaseDecision = { action: 'create' } | { action: 'follow'; holder: string; expiresAtMs: number } | { action: 'renew' } | { action: 'acquire'; from: string | undefined }
 
 function recordKey(record: LeaseRecord): string {
   return JSON.stringify([record.holderIdentity ?? '', record.renewTime ?? '', record.leaseTransitions ?? 0, record.acquireTime ?? ''])
@@ -47,7 +43,13 @@ export function observe(previous: Observation | undefined, record: LeaseRecord |
 }
 
 /** PURE: what a candidate does with the Lease it just read. */
-export function decide(input: { record: LeaseRecord | undefined; observation: Observation | undefined; identity: string; nowMs: number; defaultLeaseDurationSec: number }): LeaseDecision {
+export function decide(input: {
+  record: LeaseRecord | undefined
+  observation: Observation | undefined
+  identity: string
+  nowMs: number
+  defaultLeaseDurationSec: number
+}): LeaseDecision {
   const { record, identity } = input
   if (record === undefined) return { action: 'create' }
   const holder = record.holderIdentity ?? ''
@@ -170,7 +172,13 @@ export class LeaderElector {
     const now = this.#clock.now()
     const record = lease?.spec as LeaseRecord | undefined
     if (lease !== undefined) this.#observation = observe(this.#observation, record ?? {}, now.getTime())
-    const decision = decide({ record: lease === undefined ? undefined : record ?? {}, observation: this.#observation, identity, nowMs: now.getTime(), defaultLeaseDurationSec: this.#leaseDurationSec })
+    const decision = decide({
+      record: lease === undefined ? undefined : (record ?? {}),
+      observation: this.#observation,
+      identity,
+      nowMs: now.getTime(),
+      defaultLeaseDurationSec: this.#leaseDurationSec,
+    })
     if (decision.action === 'follow') {
       this.#noteLeader(decision.holder)
       if (this.isLeader) this.#lose() // someone else holds it now
@@ -191,7 +199,11 @@ export class LeaderElector {
       if (decision.action === 'create') {
         await this.#api.createNamespacedLease({ namespace, body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name, namespace }, spec } })
       } else {
-        await this.#api.replaceNamespacedLease({ name, namespace, body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { ...lease?.metadata, name, namespace }, spec } })
+        await this.#api.replaceNamespacedLease({
+          name,
+          namespace,
+          body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { ...lease?.metadata, name, namespace }, spec },
+        })
       }
     } catch (err) {
       if (apiStatus(err)?.code !== 409) throw err

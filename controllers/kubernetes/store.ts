@@ -438,7 +438,9 @@ export class KubernetesResourceStore<R extends AnyResource> implements ResourceS
   async list(namespace?: string, options: ListOptions = {}): Promise<ListResult<R>> {
     const selectors: { labelSelector?: string; fieldSelector?: string } = {}
     if (options.labelSelector !== undefined && Object.keys(options.labelSelector).length > 0) {
-      selectors.labelSelector = Object.entries(options.labelSelector).map(([k, v]) => `${k}=${v}`).join(',')
+      selectors.labelSelector = Object.entries(options.labelSelector)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(',')
     }
     const fields = Object.entries(options.fieldSelector ?? {}).filter(([, v]) => v !== undefined)
     if (fields.length > 0) selectors.fieldSelector = fields.map(([k, v]) => `${k}=${v}`).join(',')
@@ -467,9 +469,7 @@ export class KubernetesResourceStore<R extends AnyResource> implements ResourceS
       } as KubeObject['metadata'],
       spec: resource.spec ?? {},
     }
-    const created = (await mapped(
-      this.#api.createNamespacedCustomObject({ ...this.#ref(meta.namespace), body, fieldManager: this.#fieldManager }),
-    )) as KubeObject
+    const created = (await mapped(this.#api.createNamespacedCustomObject({ ...this.#ref(meta.namespace), body, fieldManager: this.#fieldManager }))) as KubeObject
     if (resource.status === undefined || resource.status === null) return fromKube<R>(created)
     // The server ignored the status (a subresource); write it on exactly the created version.
     try {
@@ -483,16 +483,15 @@ export class KubernetesResourceStore<R extends AnyResource> implements ResourceS
   async replaceSpec(resource: R): Promise<R> {
     const { namespace, name, resourceVersion } = resource.metadata
     const stored = await this.#read(namespace, name)
-    if (stored.metadata.resourceVersion !== resourceVersion) throw new ConflictError('Conflict', `${this.kind} ${namespace}/${name}: the object has been modified; apply your changes to the latest version`)
+    if (stored.metadata.resourceVersion !== resourceVersion)
+      throw new ConflictError('Conflict', `${this.kind} ${namespace}/${name}: the object has been modified; apply your changes to the latest version`)
     const metadata: KubeObject['metadata'] = { ...stored.metadata, resourceVersion }
     if (resource.metadata.labels !== undefined && Object.keys(resource.metadata.labels).length > 0) metadata.labels = { ...resource.metadata.labels }
     else delete metadata.labels
     delete metadata.managedFields
     const body: KubeObject = { ...stored, metadata, spec: resource.spec ?? {} }
     delete body.status
-    const replaced = (await mapped(
-      this.#api.replaceNamespacedCustomObject({ ...this.#ref(namespace), name, body, fieldManager: this.#fieldManager }),
-    )) as KubeObject
+    const replaced = (await mapped(this.#api.replaceNamespacedCustomObject({ ...this.#ref(namespace), name, body, fieldManager: this.#fieldManager }))) as KubeObject
     return fromKube<R>(replaced)
   }
 
@@ -528,10 +527,7 @@ export class KubernetesResourceStore<R extends AnyResource> implements ResourceS
   async #patchStatusMergeAt(namespace: string, name: string, status: JsonRecord, resourceVersion: string): Promise<R> {
     const body = { metadata: { resourceVersion }, status }
     const patched = (await mapped(
-      this.#api.patchNamespacedCustomObjectStatus(
-        { ...this.#ref(namespace), name, body, fieldManager: this.#fieldManager },
-        MERGE_PATCH,
-      ),
+      this.#api.patchNamespacedCustomObjectStatus({ ...this.#ref(namespace), name, body, fieldManager: this.#fieldManager }, MERGE_PATCH),
     )) as KubeObject
     return fromKube<R>(patched)
   }

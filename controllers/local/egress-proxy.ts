@@ -88,12 +88,11 @@ function ipv6Bytes(ip: string): number[] | null {
   if (dotted) {
     const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number]
     if ([a, b, c, d].some((x) => x > 255)) return null
-    s = s.slice(0, dotted.index) + ((a << 8) | b).toString(16) + ':' + ((c << 8) | d).toString(16)
+    s = `${s.slice(0, dotted.index) + ((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`
   }
   const halves = s.split('::')
   if (halves.length > 2) return null
-  const parse = (part: string | undefined): number[] =>
-    part ? part.split(':').map((h) => (/^[0-9a-f]{1,4}$/.test(h) ? parseInt(h, 16) : NaN)) : []
+  const parse = (part: string | undefined): number[] => (part ? part.split(':').map((h) => (/^[0-9a-f]{1,4}$/.test(h) ? parseInt(h, 16) : NaN)) : [])
   const head = parse(halves[0])
   const rest = parse(halves[1])
   const fill = 8 - head.length - rest.length
@@ -125,10 +124,7 @@ export function isPrivateAddress(ip: string): boolean {
 // ---------------------------------------------------------------------------------------------
 // Proxy
 
-const HOP_BY_HOP = new Set([
-  'connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate',
-  'te', 'trailer', 'transfer-encoding', 'upgrade',
-])
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer', 'transfer-encoding', 'upgrade'])
 
 function forwardHeaders(raw: string[]): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {}
@@ -157,9 +153,7 @@ function splitHostPort(authority: string): { host: string; port: number } | null
   return { host: m[1]!.toLowerCase(), port }
 }
 
-type Verdict =
-  | { ok: true; address: string; family: number }
-  | { ok: false; status: number; reason: string; address?: string }
+type Verdict = { ok: true; address: string; family: number } | { ok: false; status: number; reason: string; address?: string }
 
 export class EgressProxy {
   readonly server: http.Server
@@ -177,13 +171,10 @@ export class EgressProxy {
 
   constructor(options: EgressProxyOptions = {}) {
     this.allow = new Set((options.allow ?? []).map((a) => a.toLowerCase()))
-    this.helper = options.helper
-      ? { host: (options.helper.host ?? HELPER_HOST).toLowerCase(), target: new URL(options.helper.target) }
-      : undefined
+    this.helper = options.helper ? { host: (options.helper.host ?? HELPER_HOST).toLowerCase(), target: new URL(options.helper.target) } : undefined
     this.lookup = options.lookup ?? ((host) => dns.lookup(host, { all: true, verbatim: true }))
     this.denied = new Set(
-      (options.denyAddresses ?? Object.values(os.networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address)))
-        .map((a) => a.toLowerCase().replace(/%.*$/, '')),
+      (options.denyAddresses ?? Object.values(os.networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address))).map((a) => a.toLowerCase().replace(/%.*$/, '')),
     )
     this.connectTimeoutMs = options.connectTimeoutMs ?? 10_000
     this.onLog = options.onLog
@@ -204,7 +195,10 @@ export class EgressProxy {
   async listen(where: string | number, owner?: { uid: number; gid: number }): Promise<void> {
     await new Promise<void>((resolve, reject) => {
       this.server.once('error', reject)
-      const done = () => { this.server.off('error', reject); resolve() }
+      const done = () => {
+        this.server.off('error', reject)
+        resolve()
+      }
       if (typeof where === 'string') this.server.listen(where, done)
       else this.server.listen(where, '127.0.0.1', done)
     })

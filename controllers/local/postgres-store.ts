@@ -12,7 +12,7 @@
 // - cut for now: finalizers are stored but delete does not wait for them (no deletionTimestamp phase).
 import { randomUUID } from 'node:crypto'
 import { EventEmitter } from 'node:events'
-import { toJson, type Db, type Queryable, type Row } from '../../src/platform/db/index.ts'
+import { toJson, type Db, type Row } from '../../src/platform/db/index.ts'
 import { Batcher } from '../../src/platform/batcher.ts'
 import {
   ConflictError,
@@ -233,16 +233,19 @@ function makeBatches(db: Db, kind: string): KindBatches {
         }
         level = next
       }
-      const gone = doomed.length === 0 ? [] : await db.query<{ uid: string }>(
-        `with d as (select uid, ord from unnest($1::text[]) with ordinality as d(uid, ord)),
+      const gone =
+        doomed.length === 0
+          ? []
+          : await db.query<{ uid: string }>(
+              `with d as (select uid, ord from unnest($1::text[]) with ordinality as d(uid, ord)),
          c as (update resource_version_counter set rv = rv + $2 returning rv),
          del as (delete from resources r using d where r.uid = d.uid
                  returning r.*, (select rv from c) - $2 + d.ord as new_rv),
          e as (insert into resource_events (resource_version, kind, type, object)
                select del.new_rv, del.kind, 'DELETED', ${OBJECT_JSON('del', 'del.new_rv')} from del)
          select uid from del`,
-        [doomed, doomed.length],
-      )
+              [doomed, doomed.length],
+            )
       const counts = new Map<string, number>()
       for (const { uid } of gone) {
         const key = rootOf.get(uid) as string
@@ -283,11 +286,7 @@ export class PostgresResourceStore<R extends AnyResource> implements ResourceSto
   }
 
   async get(namespace: string, name: string): Promise<R | undefined> {
-    const [row] = await this.#db.query<ResourceRow>('select * from resources where kind = $1 and namespace = $2 and name = $3', [
-      this.kind,
-      namespace,
-      name,
-    ])
+    const [row] = await this.#db.query<ResourceRow>('select * from resources where kind = $1 and namespace = $2 and name = $3', [this.kind, namespace, name])
     return row === undefined ? undefined : toResource<R>(row)
   }
 
@@ -401,10 +400,10 @@ export class PostgresResourceStore<R extends AnyResource> implements ResourceSto
   /** Prunes events beyond the newest `eventRetention` of this kind; returns the new horizon. */
   async compact(): Promise<bigint> {
     return this.#db.transaction(async (tx) => {
-      const [cut] = await tx.query<{ resource_version: bigint }>(
-        'select resource_version from resource_events where kind = $1 order by resource_version desc offset $2 limit 1',
-        [this.kind, this.#retention],
-      )
+      const [cut] = await tx.query<{ resource_version: bigint }>('select resource_version from resource_events where kind = $1 order by resource_version desc offset $2 limit 1', [
+        this.kind,
+        this.#retention,
+      ])
       if (cut !== undefined) {
         await tx.query('delete from resource_events where kind = $1 and resource_version <= $2', [this.kind, cut.resource_version])
         await tx.query(

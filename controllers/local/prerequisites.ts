@@ -99,10 +99,17 @@ export function installCommand(what: keyof PackageManager['packages'], osRelease
 }
 
 async function readTrimmed(file: string): Promise<string | null> {
-  return readFile(file, 'utf8').then((text) => text.trim(), () => null)
+  return readFile(file, 'utf8').then(
+    (text) => text.trim(),
+    () => null,
+  )
 }
 
-const exists = (p: string) => access(p).then(() => true, () => false)
+const exists = (p: string) =>
+  access(p).then(
+    () => true,
+    () => false,
+  )
 
 /** What to change when bwrap cannot create its namespaces, from the host's sysctls. */
 async function usernsFix(procSys: string): Promise<string> {
@@ -111,13 +118,17 @@ async function usernsFix(procSys: string): Promise<string> {
     fixes.push('sysctl -w kernel.unprivileged_userns_clone=1 (unprivileged user namespaces are disabled; persist it in /etc/sysctl.d/)')
   }
   if ((await readTrimmed(path.join(procSys, 'kernel/apparmor_restrict_unprivileged_userns'))) === '1') {
-    fixes.push('sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 (AppArmor restricts unprivileged user namespaces, Ubuntu ≥ 23.10; or give /usr/bin/bwrap an AppArmor profile that allows `userns`; persist it in /etc/sysctl.d/)')
+    fixes.push(
+      'sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 (AppArmor restricts unprivileged user namespaces, Ubuntu ≥ 23.10; or give /usr/bin/bwrap an AppArmor profile that allows `userns`; persist it in /etc/sysctl.d/)',
+    )
   }
   if ((await readTrimmed(path.join(procSys, 'user/max_user_namespaces'))) === '0') {
     fixes.push('sysctl -w user.max_user_namespaces=15000 (user namespaces are limited to 0)')
   }
   if ((await exists('/.dockerenv')) || (await exists('/run/.containerenv'))) {
-    fixes.push('this is a container: its seccomp/AppArmor profile may forbid namespaces; run it with --security-opt seccomp=unconfined --security-opt apparmor=unconfined, or use SCHEDULER_EXECUTOR=kubernetes')
+    fixes.push(
+      'this is a container: its seccomp/AppArmor profile may forbid namespaces; run it with --security-opt seccomp=unconfined --security-opt apparmor=unconfined, or use SCHEDULER_EXECUTOR=kubernetes',
+    )
   }
   if (fixes.length === 0) {
     fixes.push(
@@ -145,7 +156,10 @@ export async function checkLocalExecutor(options: PrerequisiteOptions = {}): Pro
   const missingLibraries: PrerequisiteReport['missingLibraries'] = {}
   const notes: string[] = []
 
-  for (const [name, label] of [['bwrap', 'bwrap (bubblewrap)'], ['prlimit', 'prlimit (util-linux)']] as const) {
+  for (const [name, label] of [
+    ['bwrap', 'bwrap (bubblewrap)'],
+    ['prlimit', 'prlimit (util-linux)'],
+  ] as const) {
     const found = await findTool(name, searchPath)
     if (found) {
       tools[name] = found
@@ -162,16 +176,25 @@ export async function checkLocalExecutor(options: PrerequisiteOptions = {}): Pro
 
   for (const runtime of ['python', 'node'] as const) {
     try {
-      const it = await resolveInterpreter(runtime, { ...(options.pythonPath ? { pythonPath: options.pythonPath } : {}), ...(options.nodePath ? { nodePath: options.nodePath } : {}) })
+      const it = await resolveInterpreter(runtime, {
+        ...(options.pythonPath ? { pythonPath: options.pythonPath } : {}),
+        ...(options.nodePath ? { nodePath: options.nodePath } : {}),
+      })
       runtimes[runtime] = `${it.version} (${it.bin})`
       const major = Number(it.version.split('.')[0])
-      if (runtime === 'node' && major < 20) notes.push(`node ${it.version} is older than 20, the oldest the sandbox bootstrap is tested with (the SPEC's is 22): install a newer node (NodeSource) or set AGW_SANDBOX_NODE`)
+      if (runtime === 'node' && major < 20)
+        notes.push(
+          `node ${it.version} is older than 20, the oldest the sandbox bootstrap is tested with (the SPEC's is 22): install a newer node (NodeSource) or set AGW_SANDBOX_NODE`,
+        )
       if (runtime === 'python' && major === 3 && Number(it.version.split('.')[1]) < 12) notes.push(`python ${it.version} is not the SPEC's 3.12 (scripts run on it as they are)`)
       if (runtime === 'python') {
         const missing = await missingPythonModules(it.bin)
         if (missing) {
           missingLibraries.python = missing
-          if (missing.length > 0) notes.push(`python libraries the SPEC preinstalls are missing for local runs: ${missing.join(', ')} (a task may not list them in dependencies either); ${pythonLibrariesFix(missing, osRelease)}`)
+          if (missing.length > 0)
+            notes.push(
+              `python libraries the SPEC preinstalls are missing for local runs: ${missing.join(', ')} (a task may not list them in dependencies either); ${pythonLibrariesFix(missing, osRelease)}`,
+            )
         }
       }
     } catch (error) {
@@ -190,7 +213,9 @@ export async function checkLocalExecutor(options: PrerequisiteOptions = {}): Pro
     for (const name of PREINSTALLED.node) if (!dir || !(await exists(path.join(dir, name, 'package.json')))) missing.push(name)
     missingLibraries.node = missing
     if (missing.length > 0) {
-      notes.push(`node libraries the SPEC preinstalls are missing for local runs: ${missing.join(', ')}${dir ? ` (not in ${dir})` : ' (AGW_SANDBOX_NODE_LIBS is unset)'}; ${NODE_LIBRARIES_FIX}`)
+      notes.push(
+        `node libraries the SPEC preinstalls are missing for local runs: ${missing.join(', ')}${dir ? ` (not in ${dir})` : ' (AGW_SANDBOX_NODE_LIBS is unset)'}; ${NODE_LIBRARIES_FIX}`,
+      )
     }
   } catch (error) {
     problems.push({ name: 'nodelibs', reason: (error as Error).message, fix: `fix or unset AGW_SANDBOX_NODE_LIBS; ${NODE_LIBRARIES_FIX}` })
@@ -204,13 +229,20 @@ export async function checkLocalExecutor(options: PrerequisiteOptions = {}): Pro
   }
 
   if (tools.bwrap && tools.prlimit) {
-    const probe = await probeSandbox({ bwrap: tools.bwrap, prlimit: tools.prlimit }, {
-      ...(options.uidBase !== undefined ? { uidBase: options.uidBase } : {}),
-      timeoutMs: options.probeTimeoutMs ?? 5000,
-    })
+    const probe = await probeSandbox(
+      { bwrap: tools.bwrap, prlimit: tools.prlimit },
+      {
+        ...(options.uidBase !== undefined ? { uidBase: options.uidBase } : {}),
+        timeoutMs: options.probeTimeoutMs ?? 5000,
+      },
+    )
     if (!probe.ok) {
       if (/unknown option|unrecognized option|--disable-userns/i.test(probe.output)) {
-        problems.push({ name: 'bwrap', reason: `${tools.bwrap} is too old for the sandbox's options (${probe.reason})`, fix: `bubblewrap ≥ 0.8.0 is needed (--disable-userns): ${installCommand('bwrap', osRelease)} from a newer release (Debian 12, Ubuntu 24.04 and later ship it)` })
+        problems.push({
+          name: 'bwrap',
+          reason: `${tools.bwrap} is too old for the sandbox's options (${probe.reason})`,
+          fix: `bubblewrap ≥ 0.8.0 is needed (--disable-userns): ${installCommand('bwrap', osRelease)} from a newer release (Debian 12, Ubuntu 24.04 and later ship it)`,
+        })
       } else if (!probe.timedOut && /namespace|uid map|gid map|unshare|clone|operation not permitted|permission denied|RTM_NEWADDR|loopback/i.test(probe.output)) {
         problems.push({ name: 'userns', reason: `user namespaces are not allowed for the sandbox: ${probe.reason}`, fix: await usernsFix(procSys) })
       } else {
@@ -228,13 +260,25 @@ export async function checkLocalExecutor(options: PrerequisiteOptions = {}): Pro
 
 /** Import names of the SPEC's python libraries (PyPI name → module). */
 const PYTHON_MODULES: Record<string, string> = {
-  requests: 'requests', httpx: 'httpx', feedparser: 'feedparser', beautifulsoup4: 'bs4', lxml: 'lxml',
-  'python-dateutil': 'dateutil', pyyaml: 'yaml', pillow: 'PIL',
+  requests: 'requests',
+  httpx: 'httpx',
+  feedparser: 'feedparser',
+  beautifulsoup4: 'bs4',
+  lxml: 'lxml',
+  'python-dateutil': 'dateutil',
+  pyyaml: 'yaml',
+  pillow: 'PIL',
 }
 /** Debian/Ubuntu packages of the same (into /usr, which the sandbox sees). */
 const PYTHON_DEBIAN: Record<string, string> = {
-  requests: 'python3-requests', httpx: 'python3-httpx', feedparser: 'python3-feedparser', beautifulsoup4: 'python3-bs4', lxml: 'python3-lxml',
-  'python-dateutil': 'python3-dateutil', pyyaml: 'python3-yaml', pillow: 'python3-pil',
+  requests: 'python3-requests',
+  httpx: 'python3-httpx',
+  feedparser: 'python3-feedparser',
+  beautifulsoup4: 'python3-bs4',
+  lxml: 'python3-lxml',
+  'python-dateutil': 'python3-dateutil',
+  pyyaml: 'python3-yaml',
+  pillow: 'python3-pil',
 }
 
 function pythonLibrariesFix(missing: string[], osRelease: string): string {
@@ -284,7 +328,7 @@ export function formatReport(report: PrerequisiteReport): string {
     'and its /readyz is 503; everything else (discovery, payments, plans, memory) is served. A fix is picked up without a',
     'restart: the check reruns when /readyz or a task request asks, at most every 30 s. Or use SCHEDULER_EXECUTOR=kubernetes.',
   )
-  return lines.join('\n') + '\n'
+  return `${lines.join('\n')}\n`
 }
 
 // ---------------------------------------------------------------------------------------------

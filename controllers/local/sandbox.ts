@@ -137,10 +137,22 @@ export class SandboxUnavailableError extends Error {
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
 /** Names the executor sets itself; task env cannot override them. */
 const RESERVED_ENV = new Set([
-  'PATH', 'HOME', 'TMPDIR', 'LANG', 'HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy',
-  'NO_PROXY', 'no_proxy', 'ALL_PROXY', 'all_proxy', 'NODE_USE_ENV_PROXY',
+  'PATH',
+  'HOME',
+  'TMPDIR',
+  'LANG',
+  'HTTP_PROXY',
+  'HTTPS_PROXY',
+  'http_proxy',
+  'https_proxy',
+  'NO_PROXY',
+  'no_proxy',
+  'ALL_PROXY',
+  'all_proxy',
+  'NODE_USE_ENV_PROXY',
 ])
-const PIP_REQUIREMENT = /^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?(\s*(===|==|!=|~=|>=|<=|>|<)\s*[A-Za-z0-9.*+!_-]+)?(\s*,\s*(===|==|!=|~=|>=|<=|>|<)\s*[A-Za-z0-9.*+!_-]+)*$/
+const PIP_REQUIREMENT =
+  /^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?(\s*(===|==|!=|~=|>=|<=|>|<)\s*[A-Za-z0-9.*+!_-]+)?(\s*,\s*(===|==|!=|~=|>=|<=|>|<)\s*[A-Za-z0-9.*+!_-]+)*$/
 const NPM_SPEC = /^(@[a-z0-9][a-z0-9._~-]*\/)?[a-z0-9][a-z0-9._~-]*(@[A-Za-z0-9.^~<>=*|+ _-]+)?$/
 
 function validate(input: SandboxRunInput): void {
@@ -172,7 +184,10 @@ function validate(input: SandboxRunInput): void {
   const pattern = input.runtime === 'python' ? PIP_REQUIREMENT : NPM_SPEC
   for (const d of deps) {
     if (typeof d !== 'string' || d.length > 214 || !pattern.test(d)) {
-      throw new SandboxInputError('UNSUPPORTED_DEPENDENCY', `dependency ${JSON.stringify(d)} is not a plain ${input.runtime === 'python' ? 'pip requirement' : 'npm package spec'} (URLs, paths, git and options are not allowed)`)
+      throw new SandboxInputError(
+        'UNSUPPORTED_DEPENDENCY',
+        `dependency ${JSON.stringify(d)} is not a plain ${input.runtime === 'python' ? 'pip requirement' : 'npm package spec'} (URLs, paths, git and options are not allowed)`,
+      )
     }
   }
   for (const u of [input.pipIndexUrl, input.npmRegistry, input.helper?.url]) {
@@ -183,7 +198,11 @@ function validate(input: SandboxRunInput): void {
 // ---------------------------------------------------------------------------------------------
 // Host tools and interpreters
 
-const exists = (p: string) => access(p, fsConstants.X_OK).then(() => true, () => false)
+const exists = (p: string) =>
+  access(p, fsConstants.X_OK).then(
+    () => true,
+    () => false,
+  )
 
 /** Where host tools are looked for when the service has no PATH at all (env -i, a bare unit). */
 export const FALLBACK_TOOL_DIRS = ['/usr/bin', '/bin', '/usr/local/bin', '/usr/sbin', '/sbin']
@@ -265,14 +284,21 @@ async function probeNode(candidate: string): Promise<Interpreter | null> {
   const bin = await realpath(executable)
   const prefix = path.dirname(path.dirname(bin))
   const npmCli = path.join(prefix, 'lib', 'node_modules', 'npm', 'bin', 'npm-cli.js')
-  const hasNpm = await access(npmCli).then(() => true, () => false)
+  const hasNpm = await access(npmCli).then(
+    () => true,
+    () => false,
+  )
   const outside = !SYSTEM_PREFIX.test(bin)
   const flags: string[] = []
   for (const flag of ['--disable-wasm-trap-handler', '--use-openssl-ca']) {
     if ((await probe(bin, [flag, '-e', '0'])) !== null) flags.push(flag)
   }
   return {
-    runtime: 'node', bin, version, mounts: outside ? [prefix] : [], binDir: path.dirname(bin),
+    runtime: 'node',
+    bin,
+    version,
+    mounts: outside ? [prefix] : [],
+    binDir: path.dirname(bin),
     ...(hasNpm ? { npmCli } : {}),
     ...(flags.length ? { nodeOptions: flags.join(' ') } : {}),
     wasmBoundsChecks: flags.includes('--disable-wasm-trap-handler'),
@@ -288,9 +314,7 @@ const interpreterCache = new Map<string, Promise<Interpreter>>()
  * /usr/bin/node.
  */
 export function resolveInterpreter(runtime: 'python' | 'node', options: SandboxOptions = {}): Promise<Interpreter> {
-  const override = runtime === 'python'
-    ? options.pythonPath ?? process.env.AGW_SANDBOX_PYTHON
-    : options.nodePath ?? process.env.AGW_SANDBOX_NODE
+  const override = runtime === 'python' ? (options.pythonPath ?? process.env.AGW_SANDBOX_PYTHON) : (options.nodePath ?? process.env.AGW_SANDBOX_NODE)
   const key = `${runtime}:${override ?? ''}`
   let cached = interpreterCache.get(key)
   if (!cached) {
@@ -308,7 +332,8 @@ export function resolveInterpreter(runtime: 'python' | 'node', options: SandboxO
         const it = runtime === 'python' ? await probePython(c) : await probeNode(c)
         if (!it) continue
         const blocked = await notSearchable(it.mounts[0] ?? it.bin)
-        if (blocked) { // e.g. a pyenv build under /root (0700)
+        if (blocked) {
+          // e.g. a pyenv build under /root (0700)
           skipped.push(`${it.bin} (${blocked} is not searchable by the sandbox uids)`)
           continue
         }
@@ -335,7 +360,13 @@ export async function preinstalledNodeLibs(options: SandboxOptions = {}): Promis
   const configured = options.nodeLibsDir ?? process.env.AGW_SANDBOX_NODE_LIBS
   if (!configured) return null
   const dir = await realpath(configured).catch(() => null)
-  if (!dir || !(await stat(dir).then((st) => st.isDirectory(), () => false))) {
+  if (
+    !dir ||
+    !(await stat(dir).then(
+      (st) => st.isDirectory(),
+      () => false,
+    ))
+  ) {
     throw new SandboxUnavailableError(`preinstalled node libraries: ${configured} is not a directory (AGW_SANDBOX_NODE_LIBS)`)
   }
   const blocked = await notSearchable(dir)
@@ -403,6 +434,23 @@ async function systemMounts(): Promise<string[]> {
 }
 
 let systemMountsCache: Promise<string[]> | undefined
+
+/** The namespaces, privileges and identity of every sandbox: a run's and the start-up probe's alike. */
+const SANDBOX_IDENTITY_ARGS: readonly string[] = [
+  '--unshare-all',
+  '--unshare-user',
+  '--disable-userns',
+  '--die-with-parent',
+  '--new-session',
+  '--cap-drop',
+  'ALL',
+  '--uid',
+  String(SANDBOX_UID),
+  '--gid',
+  String(SANDBOX_UID),
+  '--hostname',
+  'agw-sandbox',
+]
 
 /**
  * prlimit flags. Memory is bounded by RLIMIT_DATA (heap + private writable mappings: what a
@@ -488,8 +536,18 @@ export async function runInSandbox(input: SandboxRunInput, options: SandboxOptio
   const startedAtMs = clock()
   if (input.signal?.aborted) {
     return {
-      exitCode: null, signal: null, outcome: 'cancelled', stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0,
-      startedAt: new Date(startedAtMs), finishedAt: new Date(startedAtMs), durationMs: 0, installDurationMs: 0, runtimeVersion,
+      exitCode: null,
+      signal: null,
+      outcome: 'cancelled',
+      stdout: '',
+      stderr: '',
+      stdoutBytes: 0,
+      stderrBytes: 0,
+      startedAt: new Date(startedAtMs),
+      finishedAt: new Date(startedAtMs),
+      durationMs: 0,
+      installDurationMs: 0,
+      runtimeVersion,
     }
   }
 
@@ -500,10 +558,12 @@ export async function runInSandbox(input: SandboxRunInput, options: SandboxOptio
   const workDir = await mkdtemp(path.join(workRoot, `agw-run-${input.runId.slice(0, 40)}-`))
   const proxy = createEgressProxy({
     allow: deps.length
-      ? [input.pipIndexUrl, input.npmRegistry].filter((u): u is string => !!u).map((u) => {
-        const url = new URL(u)
-        return `${url.hostname.replace(/^\[|\]$/g, '')}:${url.port || (url.protocol === 'https:' ? 443 : 80)}`
-      })
+      ? [input.pipIndexUrl, input.npmRegistry]
+          .filter((u): u is string => !!u)
+          .map((u) => {
+            const url = new URL(u)
+            return `${url.hostname.replace(/^\[|\]$/g, '')}:${url.port || (url.protocol === 'https:' ? 443 : 80)}`
+          })
       : [],
     ...(input.helper ? { helper: { target: input.helper.url } } : {}),
     ...(options.onEgress ? { onLog: options.onEgress } : {}),
@@ -530,7 +590,7 @@ export async function runInSandbox(input: SandboxRunInput, options: SandboxOptio
       proxyPort: PROXY_PORT,
       statusFd: 3,
     }
-    await writeFile(path.join(workDir, 'agw', 'run.json'), JSON.stringify(config, null, 2) + '\n', { mode: 0o644 })
+    await writeFile(path.join(workDir, 'agw', 'run.json'), `${JSON.stringify(config, null, 2)}\n`, { mode: 0o644 })
     await writeFile(path.join(workDir, 'etc', 'passwd'), `nobody:x:${SANDBOX_UID}:${SANDBOX_UID}:sandbox:/tmp:/usr/sbin/nologin\n`)
     await writeFile(path.join(workDir, 'etc', 'group'), `nogroup:x:${SANDBOX_UID}:\n`)
     await writeFile(path.join(workDir, 'etc', 'hosts'), '127.0.0.1\tlocalhost agw-sandbox\n::1\tlocalhost\n')
@@ -540,12 +600,13 @@ export async function runInSandbox(input: SandboxRunInput, options: SandboxOptio
 
     // --- bwrap options (passed on an fd so env values never show in the host's process list)
     const caBundle = '/etc/ssl/certs/ca-certificates.crt'
-    const hasCaBundle = await access(caBundle).then(() => true, () => false)
+    const hasCaBundle = await access(caBundle).then(
+      () => true,
+      () => false,
+    )
     const env: Record<string, string> = {
       // The system trust store (bound read-only from the host) for every TLS client; overridable.
-      ...(hasCaBundle
-        ? { SSL_CERT_FILE: caBundle, REQUESTS_CA_BUNDLE: caBundle, PIP_CERT: caBundle }
-        : {}),
+      ...(hasCaBundle ? { SSL_CERT_FILE: caBundle, REQUESTS_CA_BUNDLE: caBundle, PIP_CERT: caBundle } : {}),
       ...input.env,
       PATH: [...new Set([interp.binDir, '/usr/local/bin', '/usr/bin', '/bin'])].join(':'),
       HOME: '/tmp',
@@ -562,44 +623,67 @@ export async function runInSandbox(input: SandboxRunInput, options: SandboxOptio
     }
     systemMountsCache ??= systemMounts()
     const opts = [
-      '--unshare-all', '--unshare-user', '--disable-userns',
-      '--die-with-parent', '--new-session', '--cap-drop', 'ALL',
-      '--uid', String(SANDBOX_UID), '--gid', String(SANDBOX_UID), '--hostname', 'agw-sandbox',
-      '--info-fd', '5',
+      ...SANDBOX_IDENTITY_ARGS,
+      '--info-fd',
+      '5',
       ...(await systemMountsCache),
       ...interp.mounts.flatMap((m) => ['--ro-bind', m, m]),
-      '--ro-bind', path.join(workDir, 'etc', 'passwd'), '/etc/passwd',
-      '--ro-bind', path.join(workDir, 'etc', 'group'), '/etc/group',
-      '--ro-bind', path.join(workDir, 'etc', 'hosts'), '/etc/hosts',
-      '--proc', '/proc', '--dev', '/dev',
-      '--size', String(64 * MiB), '--tmpfs', '/dev/shm',
-      '--remount-ro', '/dev', // bwrap's /dev is an unsized tmpfs; device nodes and /dev/shm stay usable
-      '--size', String(limits.tmpBytes), '--tmpfs', '/tmp',
-      '--ro-bind', path.join(workDir, 'script'), '/work/script',
-      '--ro-bind', path.join(workDir, 'agw'), '/agw',
+      '--ro-bind',
+      path.join(workDir, 'etc', 'passwd'),
+      '/etc/passwd',
+      '--ro-bind',
+      path.join(workDir, 'etc', 'group'),
+      '/etc/group',
+      '--ro-bind',
+      path.join(workDir, 'etc', 'hosts'),
+      '/etc/hosts',
+      '--proc',
+      '/proc',
+      '--dev',
+      '/dev',
+      '--size',
+      String(64 * MiB),
+      '--tmpfs',
+      '/dev/shm',
+      '--remount-ro',
+      '/dev', // bwrap's /dev is an unsized tmpfs; device nodes and /dev/shm stay usable
+      '--size',
+      String(limits.tmpBytes),
+      '--tmpfs',
+      '/tmp',
+      '--ro-bind',
+      path.join(workDir, 'script'),
+      '/work/script',
+      '--ro-bind',
+      path.join(workDir, 'agw'),
+      '/agw',
       ...(input.runtime === 'node' ? ['--symlink', '/tmp/.agw/node/node_modules', '/work/node_modules'] : []),
       ...(nodeLibs ? ['--ro-bind', nodeLibs, '/node_modules'] : []),
-      '--remount-ro', '/',
-      '--chdir', '/tmp',
+      '--remount-ro',
+      '/',
+      '--chdir',
+      '/tmp',
       '--clearenv',
       ...Object.entries(env).flatMap(([k, v]) => ['--setenv', k, v]),
     ]
-    const command = input.runtime === 'python'
-      ? [interp.bin, '-I', `/agw/${bootstrapName}`, '/agw/run.json']
-      : [interp.bin, `/agw/${bootstrapName}`, '/agw/run.json']
+    const command = input.runtime === 'python' ? [interp.bin, '-I', `/agw/${bootstrapName}`, '/agw/run.json'] : [interp.bin, `/agw/${bootstrapName}`, '/agw/run.json']
 
     // --- spawn: prlimit sets the rlimits and execs bwrap as the run's uid, in its own group
-    const child = spawn(tools.prlimit, [...rlimitArgs(limits, input.runtime === 'python' ? GiB : interp.wasmBoundsChecks ? 4 * GiB : null), '--', tools.bwrap, '--args', '4', '--', ...command], {
-      cwd: workDir,
-      env: { PATH: '/usr/bin:/bin' },
-      detached: true,
-      // 0 none, 1/2 output, 3 bootstrap status events, 4 bwrap options, 5 bwrap info (sandbox pid)
-      stdio: ['ignore', 'pipe', 'pipe', 'pipe', 'pipe', 'pipe'],
-      ...(id.setuid ? { uid: owner.uid, gid: owner.gid } : {}),
-    })
+    const child = spawn(
+      tools.prlimit,
+      [...rlimitArgs(limits, input.runtime === 'python' ? GiB : interp.wasmBoundsChecks ? 4 * GiB : null), '--', tools.bwrap, '--args', '4', '--', ...command],
+      {
+        cwd: workDir,
+        env: { PATH: '/usr/bin:/bin' },
+        detached: true,
+        // 0 none, 1/2 output, 3 bootstrap status events, 4 bwrap options, 5 bwrap info (sandbox pid)
+        stdio: ['ignore', 'pipe', 'pipe', 'pipe', 'pipe', 'pipe'],
+        ...(id.setuid ? { uid: owner.uid, gid: owner.gid } : {}),
+      },
+    )
     const argsPipe = child.stdio[4] as NodeJS.WritableStream | null
     argsPipe?.on('error', () => {})
-    argsPipe?.end(opts.join('\0') + '\0')
+    argsPipe?.end(`${opts.join('\0')}\0`)
 
     const out = new Capture(stdoutCap)
     const err = new Capture(stderrCap)
@@ -624,13 +708,19 @@ export async function runInSandbox(input: SandboxRunInput, options: SandboxOptio
     const killGroup = () => {
       try {
         if (child.pid && !exited) process.kill(-child.pid, 'SIGKILL') // --die-with-parent takes the rest
-      } catch { /* already gone */ }
+      } catch {
+        /* already gone */
+      }
     }
     const kill = (why: NonNullable<typeof stop>, again = false) => {
       if (stop && !again) return
       stop = why
       if (sandboxPid !== null) {
-        try { process.kill(sandboxPid, 'SIGKILL') } catch { /* already gone */ }
+        try {
+          process.kill(sandboxPid, 'SIGKILL')
+        } catch {
+          /* already gone */
+        }
         setTimeout(killGroup, 1000).unref() // backstop
       } else if (!again) {
         setTimeout(killGroup, 200).unref() // not set up yet: give bwrap a moment to report its pid
@@ -644,8 +734,12 @@ export async function runInSandbox(input: SandboxRunInput, options: SandboxOptio
     const onAbort = () => kill('cancelled')
     input.signal?.addEventListener('abort', onAbort, { once: true })
 
-    child.stdout?.on('data', (b: Buffer) => { if (out.push(b)) kill('output_limit') })
-    child.stderr?.on('data', (b: Buffer) => { if (err.push(b)) kill('output_limit') })
+    child.stdout?.on('data', (b: Buffer) => {
+      if (out.push(b)) kill('output_limit')
+    })
+    child.stderr?.on('data', (b: Buffer) => {
+      if (err.push(b)) kill('output_limit')
+    })
 
     // --- status events from the bootstrap (fd 3), timed with our own clock
     let installStart: number | null = null
@@ -663,7 +757,11 @@ export async function runInSandbox(input: SandboxRunInput, options: SandboxOptio
         const line = statusBuf.slice(0, nl)
         statusBuf = statusBuf.slice(nl + 1)
         let ev: { event?: string; version?: string }
-        try { ev = JSON.parse(line) } catch { continue }
+        try {
+          ev = JSON.parse(line)
+        } catch {
+          continue
+        }
         const now = clock()
         if (ev.event === 'hello' && typeof ev.version === 'string' && reportedVersion === null) reportedVersion = ev.version.slice(0, 40)
         else if (ev.event === 'install_start' && installStart === null) installStart = now
@@ -682,15 +780,31 @@ export async function runInSandbox(input: SandboxRunInput, options: SandboxOptio
     const [code, sig] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => {
       let exit: [number | null, NodeJS.Signals | null] = [null, null]
       let settled = false
-      const settle = () => { if (!settled) { settled = true; resolve(exit) } }
-      child.once('error', (e) => { err.push(Buffer.from(`agent-gateway: cannot start sandbox: ${e.message}\n`)); exit = [null, null]; settle() })
+      const settle = () => {
+        if (!settled) {
+          settled = true
+          resolve(exit)
+        }
+      }
+      child.once('error', (e) => {
+        err.push(Buffer.from(`agent-gateway: cannot start sandbox: ${e.message}\n`))
+        exit = [null, null]
+        settle()
+      })
       child.once('exit', (c, s) => {
         exited = true
         exit = [c, s]
         // Everything in the sandbox died with bwrap; give the pipes a moment to drain.
-        setTimeout(() => { child.stdout?.destroy(); child.stderr?.destroy(); settle() }, 2000).unref()
+        setTimeout(() => {
+          child.stdout?.destroy()
+          child.stderr?.destroy()
+          settle()
+        }, 2000).unref()
       })
-      child.once('close', (c, s) => { exit = [c, s]; settle() })
+      child.once('close', (c, s) => {
+        exit = [c, s]
+        settle()
+      })
     })
     clearTimeout(timer)
     input.signal?.removeEventListener('abort', onAbort)
@@ -740,43 +854,56 @@ export type SandboxProbeResult = { ok: true } | { ok: false; reason: string; out
  * does not: user namespaces disabled by sysctl, AppArmor or a container's seccomp profile, and a
  * bwrap too old for the run's flags. About 5 ms.
  */
-export async function probeSandbox(
-  tools: { bwrap: string; prlimit: string },
-  options: { uidBase?: number; timeoutMs?: number } = {},
-): Promise<SandboxProbeResult> {
+export async function probeSandbox(tools: { bwrap: string; prlimit: string }, options: { uidBase?: number; timeoutMs?: number } = {}): Promise<SandboxProbeResult> {
   systemMountsCache ??= systemMounts()
   const mounts = await systemMountsCache
   const id = acquireIdentity(options.uidBase ?? DEFAULT_UID_BASE)
   const timeoutMs = options.timeoutMs ?? 5000
   try {
     const args = [
-      '--core=0', '--', tools.bwrap,
-      '--unshare-all', '--unshare-user', '--disable-userns',
-      '--die-with-parent', '--new-session', '--cap-drop', 'ALL',
-      '--uid', String(SANDBOX_UID), '--gid', String(SANDBOX_UID), '--hostname', 'agw-sandbox',
+      '--core=0',
+      '--',
+      tools.bwrap,
+      ...SANDBOX_IDENTITY_ARGS,
       ...mounts,
-      '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp',
-      '--remount-ro', '/', '--chdir', '/tmp', '--clearenv', '--setenv', 'PATH', '/usr/bin:/bin',
-      '--', 'true',
+      '--proc',
+      '/proc',
+      '--dev',
+      '/dev',
+      '--tmpfs',
+      '/tmp',
+      '--remount-ro',
+      '/',
+      '--chdir',
+      '/tmp',
+      '--clearenv',
+      '--setenv',
+      'PATH',
+      '/usr/bin:/bin',
+      '--',
+      'true',
     ]
     return await new Promise<SandboxProbeResult>((resolve) => {
-      execFile(tools.prlimit, args, {
-        cwd: '/',
-        env: { PATH: '/usr/bin:/bin' },
-        timeout: timeoutMs,
-        killSignal: 'SIGKILL',
-        maxBuffer: 64 * KiB,
-        ...(id.setuid ? { uid: id.uid, gid: id.gid } : {}),
-      }, (error, stdout, stderr) => {
-        if (!error) return resolve({ ok: true })
-        const output = `${stderr}${stdout}`.trim().slice(0, 2000)
-        const timedOut = (error as { killed?: boolean }).killed === true
-        const firstLine = output.split('\n').find((line) => line.trim()) ?? ''
-        const reason = timedOut
-          ? `a trivial bwrap sandbox did not finish within ${timeoutMs} ms`
-          : `bwrap cannot create a sandbox here: ${firstLine || error.message}`
-        resolve({ ok: false, reason, output, timedOut })
-      })
+      execFile(
+        tools.prlimit,
+        args,
+        {
+          cwd: '/',
+          env: { PATH: '/usr/bin:/bin' },
+          timeout: timeoutMs,
+          killSignal: 'SIGKILL',
+          maxBuffer: 64 * KiB,
+          ...(id.setuid ? { uid: id.uid, gid: id.gid } : {}),
+        },
+        (error, stdout, stderr) => {
+          if (!error) return resolve({ ok: true })
+          const output = `${stderr}${stdout}`.trim().slice(0, 2000)
+          const timedOut = (error as { killed?: boolean }).killed === true
+          const firstLine = output.split('\n').find((line) => line.trim()) ?? ''
+          const reason = timedOut ? `a trivial bwrap sandbox did not finish within ${timeoutMs} ms` : `bwrap cannot create a sandbox here: ${firstLine || error.message}`
+          resolve({ ok: false, reason, output, timedOut })
+        },
+      )
     })
   } finally {
     id.release()

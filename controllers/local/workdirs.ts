@@ -23,14 +23,17 @@ let ownerMarkerCache: Promise<OwnerMarker> | undefined
 
 /** Writes the owner marker into a new run's work dir (first, before anything else goes there). */
 export async function writeOwnerMarker(workDir: string): Promise<void> {
-  await writeFile(path.join(workDir, OWNER_FILE), JSON.stringify(await ownerMarker()) + '\n', { mode: 0o644 })
+  await writeFile(path.join(workDir, OWNER_FILE), `${JSON.stringify(await ownerMarker())}\n`, { mode: 0o644 })
 }
 
 function ownerMarker(): Promise<OwnerMarker> {
   ownerMarkerCache ??= (async () => ({
     pid: process.pid,
     host: os.hostname(),
-    bootId: await readFile('/proc/sys/kernel/random/boot_id', 'utf8').then((text) => text.trim(), () => null),
+    bootId: await readFile('/proc/sys/kernel/random/boot_id', 'utf8').then(
+      (text) => text.trim(),
+      () => null,
+    ),
     pidNamespace: await readlink('/proc/self/ns/pid').catch(() => null),
   }))()
   return ownerMarkerCache
@@ -87,7 +90,13 @@ export async function removeStaleWorkDirs(workRoot = os.tmpdir(), olderThanMs = 
     const st = await lstat(dir).catch(() => null)
     if (!st?.isDirectory()) continue
     if (now - st.mtimeMs < olderThanMs && (await ownerState(dir)) !== 'dead') continue
-    if (await rm(dir, { recursive: true, force: true }).then(() => true, () => false)) removed++
+    if (
+      await rm(dir, { recursive: true, force: true }).then(
+        () => true,
+        () => false,
+      )
+    )
+      removed++
   }
   return removed
 }

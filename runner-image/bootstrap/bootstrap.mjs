@@ -31,10 +31,17 @@ function makeStatus(fd) {
   return {
     send(event, fields = {}) {
       if (!open) return
-      try { fs.writeSync(fd, JSON.stringify({ event, ...fields }) + '\n') } catch { open = false }
+      try {
+        fs.writeSync(fd, `${JSON.stringify({ event, ...fields })}\n`)
+      } catch {
+        open = false
+      }
     },
     close() {
-      if (open) try { fs.closeSync(fd) } catch {}
+      if (open)
+        try {
+          fs.closeSync(fd)
+        } catch {}
       open = false
     },
   }
@@ -55,7 +62,10 @@ net.createServer((client) => {
 
 async function startForwarder(socket, port) {
   const worker = new Worker(FORWARDER, { eval: true, workerData: { socket, port } })
-  await new Promise((resolve, reject) => { worker.once('message', resolve); worker.once('error', reject) })
+  await new Promise((resolve, reject) => {
+    worker.once('message', resolve)
+    worker.once('error', reject)
+  })
   worker.unref()
 }
 
@@ -64,9 +74,13 @@ const isLoopback = (host) => host === 'localhost' || /^127\./.test(host) || host
 /** A socket tunnelled to host:port through the egress proxy's CONNECT (loopback stays local). */
 function tunnel(proxySocket, host, port) {
   return new Promise((resolve, reject) => {
-    if (isLoopback(host)) { // the sandbox's own loopback: connect directly
+    if (isLoopback(host)) {
+      // the sandbox's own loopback: connect directly
       const sock = net.connect({ host: host.replace(/^\[|\]$/g, ''), port })
-      sock.once('connect', () => { sock.off('error', reject); resolve(sock) })
+      sock.once('connect', () => {
+        sock.off('error', reject)
+        resolve(sock)
+      })
       sock.once('error', reject)
       return
     }
@@ -83,7 +97,11 @@ function tunnel(proxySocket, host, port) {
         if (buf.length > end + 4) sock.unshift(buf.subarray(end + 4))
         resolve(sock)
       } else {
-        const reason = buf.subarray(end + 4).toString().trim() || statusLine
+        const reason =
+          buf
+            .subarray(end + 4)
+            .toString()
+            .trim() || statusLine
         sock.destroy()
         reject(new Error(`egress proxy: ${reason}`))
       }
@@ -104,8 +122,14 @@ async function patchProxy(proxySocket) {
   const secure = (sock, opts) => {
     const t = tls.connect({ ...opts, socket: sock })
     const { ref, unref } = t
-    t.ref = function () { sock.ref(); return ref.call(this) }
-    t.unref = function () { sock.unref(); return unref.call(this) }
+    t.ref = function () {
+      sock.ref()
+      return ref.call(this)
+    }
+    t.unref = function () {
+      sock.unref()
+      return unref.call(this)
+    }
     return t
   }
 
@@ -121,15 +145,23 @@ async function patchProxy(proxySocket) {
     globalThis[sym] = new Agent({
       connect(opts, callback) {
         let done = false
-        const cb = (err, sock) => { if (!done) { done = true; callback(err, sock) } }
+        const cb = (err, sock) => {
+          if (!done) {
+            done = true
+            callback(err, sock)
+          }
+        }
         const https = opts.protocol === 'https:'
-        tunnel(proxySocket, opts.hostname, Number(opts.port) || (https ? 443 : 80)).then((sock) => {
-          if (!https) return cb(null, sock)
-          const servername = opts.servername || (net.isIP(opts.hostname) ? undefined : opts.hostname)
-          const t = secure(sock, { servername, ALPNProtocols: ['http/1.1'] })
-          t.once('secureConnect', () => cb(null, t))
-          t.once('error', (err) => cb(err))
-        }, (err) => cb(err))
+        tunnel(proxySocket, opts.hostname, Number(opts.port) || (https ? 443 : 80)).then(
+          (sock) => {
+            if (!https) return cb(null, sock)
+            const servername = opts.servername || (net.isIP(opts.hostname) ? undefined : opts.hostname)
+            const t = secure(sock, { servername, ALPNProtocols: ['http/1.1'] })
+            t.once('secureConnect', () => cb(null, t))
+            t.once('error', (err) => cb(err))
+          },
+          (err) => cb(err),
+        )
       },
     })
   }
@@ -140,10 +172,14 @@ async function patchProxy(proxySocket) {
 
   // http.request / https.request without an explicit agent.
   class TunnelAgent extends http.Agent {
-    createConnection(opts, cb) { tunnel(proxySocket, opts.host, opts.port || 80).then((s) => cb(null, s), cb) }
+    createConnection(opts, cb) {
+      tunnel(proxySocket, opts.host, opts.port || 80).then((s) => cb(null, s), cb)
+    }
   }
   class TunnelHttpsAgent extends https.Agent {
-    createConnection(opts, cb) { tunnel(proxySocket, opts.host, opts.port || 443).then((s) => cb(null, secure(s, opts)), cb) }
+    createConnection(opts, cb) {
+      tunnel(proxySocket, opts.host, opts.port || 443).then((s) => cb(null, secure(s, opts)), cb)
+    }
   }
   http.globalAgent = new TunnelAgent({ keepAlive: true })
   https.globalAgent = new TunnelHttpsAgent({ keepAlive: true })
@@ -160,13 +196,27 @@ async function install(cfg, deps) {
   const prefix = path.join(cfg.installDir || '/tmp/.agw', 'node')
   fs.mkdirSync(prefix, { recursive: true })
   fs.writeFileSync(path.join(prefix, 'package.json'), '{ "private": true }\n')
-  const args = [cfg.npmCli, 'install', '--prefix', prefix, '--no-audit', '--no-fund', '--no-save',
-    '--no-package-lock', '--no-update-notifier', '--cache', path.join(cfg.installDir || '/tmp/.agw', 'npm-cache')]
+  const args = [
+    cfg.npmCli,
+    'install',
+    '--prefix',
+    prefix,
+    '--no-audit',
+    '--no-fund',
+    '--no-save',
+    '--no-package-lock',
+    '--no-update-notifier',
+    '--cache',
+    path.join(cfg.installDir || '/tmp/.agw', 'npm-cache'),
+  ]
   if (cfg.npmRegistry) args.push('--registry', cfg.npmRegistry)
   args.push('--', ...deps)
   // fd 3 is replaced by a fresh pipe so the install never inherits the status channel.
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'inherit', 'inherit', 'pipe'] })
-  const code = await new Promise((resolve) => { child.on('error', () => resolve(-1)); child.on('close', resolve) })
+  const code = await new Promise((resolve) => {
+    child.on('error', () => resolve(-1))
+    child.on('close', resolve)
+  })
   process.env.PATH = `${path.join(prefix, 'node_modules', '.bin')}:${process.env.PATH ?? ''}`
   return code === 0
 }
@@ -189,7 +239,11 @@ async function helper(name, payload) {
   })
   const text = await res.text()
   let parsed = null
-  try { parsed = text ? JSON.parse(text) : null } catch { parsed = text }
+  try {
+    parsed = text ? JSON.parse(text) : null
+  } catch {
+    parsed = text
+  }
   return { status: res.status, body: parsed }
 }
 
@@ -201,12 +255,9 @@ const helpers = {
   generate_text: (prompt, ...rest) =>
     helper('generate_text', {
       prompt,
-      ...(rest.length === 1 && rest[0] !== null && typeof rest[0] === 'object'
-        ? rest[0]
-        : Object.fromEntries(GENERATE_ARGS.map((n, i) => [n, rest[i]]))),
+      ...(rest.length === 1 && rest[0] !== null && typeof rest[0] === 'object' ? rest[0] : Object.fromEntries(GENERATE_ARGS.map((n, i) => [n, rest[i]]))),
     }),
-  call: (capability, path, body, method, max_price_micros) =>
-    helper('call', { capability, path, body, method, max_price_micros }),
+  call: (capability, path, body, method, max_price_micros) => helper('call', { capability, path, body, method, max_price_micros }),
   store_artifact: (name, data, content_type, stable = false) => {
     const binary = data instanceof ArrayBuffer || ArrayBuffer.isView(data)
     const bytes = binary ? Buffer.from(data instanceof ArrayBuffer ? data : data.buffer, data.byteOffset ?? 0, data.byteLength) : null
@@ -250,7 +301,7 @@ for (const [name, fn] of Object.entries(helpers)) {
   Object.defineProperty(globalThis, name, { value: fn, writable: true, configurable: true, enumerable: false })
 }
 process.argv = [process.argv[0], cfg.entrypoint]
-process.stdout.write(SENTINEL + '\n')
+process.stdout.write(`${SENTINEL}\n`)
 status.send('program_start')
 status.close()
 await import(pathToFileURL(cfg.entrypoint).href)

@@ -166,9 +166,7 @@ export function createCatalog(registry: Registry, options: CatalogOptions): Cata
     if (method) selected = selected.filter((entry) => entry.spec.method === method)
     if (query.path !== undefined) {
       const wanted = query.path
-      selected = selected.filter(
-        (entry) => entry.spec.path === wanted || matchers.get(entry)?.test(wanted) === true,
-      )
+      selected = selected.filter((entry) => entry.spec.path === wanted || matchers.get(entry)?.test(wanted) === true)
     }
     return selected
   }

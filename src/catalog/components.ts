@@ -160,10 +160,7 @@ interface Vertex {
  * `$ref`) and returns the components. The operation objects must not share objects with each
  * other or with anything else.
  */
-export function shareComponents(
-  operations: readonly { operationId: string; operation: JsonObject }[],
-  names: ComponentNames,
-): { schemas: JsonObject; responses: JsonObject } {
+export function shareComponents(operations: readonly { operationId: string; operation: JsonObject }[], names: ComponentNames): { schemas: JsonObject; responses: JsonObject } {
   const vertices = new Map<string, Vertex>()
   let anonymous = 0
   const add = (slot: Slot, parent: Vertex | null) => {

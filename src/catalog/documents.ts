@@ -121,7 +121,11 @@ export function serviceView(context: DocumentContext, slug: string): Record<stri
     priceMatrix: catalog.operationsOf(slug).map(operationView),
     plans: service.plans.map((plan) => planView(catalog.plan(plan.id) ?? { spec: plan, purchasable: false, builtOperations: [] }, catalog.urls.gateway)),
     protocols: protocolsView(context.payTo),
-    howToBuy: howToBuy(service, catalog.urls.gateway, catalog.operationsOf(slug).some((entry) => entry.implemented)),
+    howToBuy: howToBuy(
+      service,
+      catalog.urls.gateway,
+      catalog.operationsOf(slug).some((entry) => entry.implemented),
+    ),
     openapi: `${catalog.urls.gateway}/services/${service.slug}/openapi.json`,
   }
 }

@@ -147,11 +147,7 @@ export function operationObject(entry: CatalogOperation): Record<string, unknown
     summary: spec.summary,
     description: entry.implemented ? spec.description : `${spec.description}\n\nNot implemented yet: this operation answers 501.`,
     tags: spec.tags,
-    parameters: [
-      ...parametersOf(spec.schemas.params, 'path'),
-      ...parametersOf(spec.schemas.querystring, 'query'),
-      ...parametersOf(spec.schemas.headers, 'header'),
-    ],
+    parameters: [...parametersOf(spec.schemas.params, 'path'), ...parametersOf(spec.schemas.querystring, 'query'), ...parametersOf(spec.schemas.headers, 'header')],
     responses,
     security: securityOf(spec),
     'x-service': spec.service,

@@ -80,9 +80,7 @@ export function renderDocument(contentType: string, text: string, options: { lin
       'x-request-id',
       '',
       ...common,
-      ...(body === undefined
-        ? []
-        : ['content-type', contentType, ...(coding === 'identity' ? [] : ['content-encoding', coding as string]), 'content-length', String(body.length)]),
+      ...(body === undefined ? [] : ['content-type', contentType, ...(coding === 'identity' ? [] : ['content-encoding', coding as string]), 'content-length', String(body.length)]),
     ],
     body,
   })
@@ -195,24 +193,20 @@ const JSON_TYPE = 'application/json; charset=utf-8'
 export function registerOpenapiRoute(app: FastifyInstance, catalog: Catalog, scope?: ServerName): void {
   // Bounded, so made-up queries cannot grow memory (the prepared URLs are bounded too).
   const byQuery = boundedCache<RenderedDocument>(512)
-  app.get<{ Querystring: OpenapiQuery }>(
-    '/openapi.json',
-    { schema: { querystring: OpenapiQuerySchema, response: { 200: AnyObject } } },
-    (request, reply) => {
-      const { q, path, method, page } = request.query
-      const key = JSON.stringify([q, path, method?.toUpperCase(), page ?? 1])
-      let document = byQuery.get(key)
-      if (document === undefined) {
-        const result = catalog.openapiPage({ q, path, method, page }, scope)
-        // Unfiltered pages are a fixed set (one per page number); searches and filters are not.
-        const effort = q === undefined && path === undefined && method === undefined ? 'best' : 'fast'
-        document = renderDocument(JSON_TYPE, JSON.stringify(result.document), { link: result.next ? `<${result.next}>; rel="next"` : undefined, effort })
-        byQuery.set(key, document)
-      }
-      app.prepared.set(request.url, '/openapi.json', document.respond, { dynamic: true })
-      sendDocument(request, reply, document)
-    },
-  )
+  app.get<{ Querystring: OpenapiQuery }>('/openapi.json', { schema: { querystring: OpenapiQuerySchema, response: { 200: AnyObject } } }, (request, reply) => {
+    const { q, path, method, page } = request.query
+    const key = JSON.stringify([q, path, method?.toUpperCase(), page ?? 1])
+    let document = byQuery.get(key)
+    if (document === undefined) {
+      const result = catalog.openapiPage({ q, path, method, page }, scope)
+      // Unfiltered pages are a fixed set (one per page number); searches and filters are not.
+      const effort = q === undefined && path === undefined && method === undefined ? 'best' : 'fast'
+      document = renderDocument(JSON_TYPE, JSON.stringify(result.document), { link: result.next ? `<${result.next}>; rel="next"` : undefined, effort })
+      byQuery.set(key, document)
+    }
+    app.prepared.set(request.url, '/openapi.json', document.respond, { dynamic: true })
+    sendDocument(request, reply, document)
+  })
 }
 
 export function registerDiscoveryRoutes(app: FastifyInstance, context: DocumentContext): void {
@@ -245,15 +239,11 @@ export function registerDiscoveryRoutes(app: FastifyInstance, context: DocumentC
   fixed('/llms.txt', llms, TextDocument)
   fixed('/llms-full.txt', llmsFull, TextDocument)
   fixed('/auth.md', auth, TextDocument)
-  app.get<{ Params: Static<typeof SlugParams> }>(
-    '/services/:slug',
-    { schema: { params: SlugParams, response: { 200: AnyObject } } },
-    (request, reply) => sendDocument(request, reply, lookup(serviceDocs, request.params.slug)),
+  app.get<{ Params: Static<typeof SlugParams> }>('/services/:slug', { schema: { params: SlugParams, response: { 200: AnyObject } } }, (request, reply) =>
+    sendDocument(request, reply, lookup(serviceDocs, request.params.slug)),
   )
-  app.get<{ Params: Static<typeof SlugParams> }>(
-    '/services/:slug/openapi.json',
-    { schema: { params: SlugParams, response: { 200: AnyObject } } },
-    (request, reply) => sendDocument(request, reply, lookup(serviceSpecs, request.params.slug)),
+  app.get<{ Params: Static<typeof SlugParams> }>('/services/:slug/openapi.json', { schema: { params: SlugParams, response: { 200: AnyObject } } }, (request, reply) =>
+    sendDocument(request, reply, lookup(serviceSpecs, request.params.slug)),
   )
   for (const [slug, document] of serviceDocs) app.prepared.set(`/services/${slug}`, '/services/:slug', document.respond)
   for (const [slug, document] of serviceSpecs) app.prepared.set(`/services/${slug}/openapi.json`, '/services/:slug/openapi.json', document.respond)

@@ -21,7 +21,14 @@ export interface ServiceAppDeps {
 }
 
 export function createServiceApp(scope: ServerName, deps: ServiceAppDeps, handlers: HandlerTable, wrap?: AccessWrapper): FastifyInstance {
-  const app = createHttpApp({ name: scope, logger: deps.logger, metrics: deps.metrics, bodyLimitBytes: deps.bodyLimitBytes, readiness: deps.readiness, diagnostics: deps.diagnostics })
+  const app = createHttpApp({
+    name: scope,
+    logger: deps.logger,
+    metrics: deps.metrics,
+    bodyLimitBytes: deps.bodyLimitBytes,
+    readiness: deps.readiness,
+    diagnostics: deps.diagnostics,
+  })
   // Set by the payments access rule before a paid handler runs (see src/payments/access.ts).
   app.decorateRequest('payment', null)
   if (scope === 'gateway') {

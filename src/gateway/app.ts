@@ -8,15 +8,7 @@ import type { Payments } from '../payments/index.ts'
 import { gatewayHandlers, registerDevRoutes } from './handlers.ts'
 
 /** Operations this role answers today; the rest of the gateway's registry answers 501. */
-export const GATEWAY_OPERATIONS = [
-  'getAgentGuide',
-  'postAgentGuide',
-  'postAgentQuote',
-  'registerAgent',
-  'startAgentClaim',
-  'verifyAgentClaim',
-  'purchasePlan',
-] as const
+export const GATEWAY_OPERATIONS = ['getAgentGuide', 'postAgentGuide', 'postAgentQuote', 'registerAgent', 'startAgentClaim', 'verifyAgentClaim', 'purchasePlan'] as const
 
 export interface GatewayDeps extends ServiceAppDeps {
   payments: Payments

@@ -161,10 +161,8 @@ export function registerDevRoutes(app: FastifyInstance, deps: { payments: Paymen
     },
   )
   if (deps.mailer.kind === 'outbox') {
-    app.get(
-      '/dev/outbox',
-      { schema: { response: { 200: Type.Object({ messages: Type.Array(Type.Object({}, { additionalProperties: true })) }) } } },
-      async () => ({ messages: deps.mailer.outbox() }),
-    )
+    app.get('/dev/outbox', { schema: { response: { 200: Type.Object({ messages: Type.Array(Type.Object({}, { additionalProperties: true })) }) } } }, async () => ({
+      messages: deps.mailer.outbox(),
+    }))
   }
 }

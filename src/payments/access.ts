@@ -57,6 +57,7 @@ export function registrationRecipe(gatewayUrl: string): Record<string, unknown> 
   return {
     register: { method: 'POST', url: `${gatewayUrl}/auth/register`, body: null, returns: '{agentId, accessToken}' },
     guide: `${gatewayUrl}/auth.md`,
+    // biome-ignore lint/suspicious/noThenProperty: a recipe step for agents, not a thenable (never awaited)
     then: 'Buy a covering plan at POST /plans/{planId}/purchase and retry with Authorization: Bearer <accessToken>.',
   }
 }
@@ -207,12 +208,21 @@ export function createAccessControl(deps: AccessDeps) {
       let authorized: AuthorizedPayment | undefined
       if (chargeable > 0n) authorized = await guard.authorize(request.headers, priceQuote, spec.operationId, { agentId: agent?.id })
       for (let taken = 0; taken < freeUnits; taken += 1) {
-        const claim = await agents.takeIncludedUnit({ accountKey: accountKey as string, meter: meter?.name as string, includedUnits: meter?.includedUnits ?? 0, operationId: spec.operationId })
+        const claim = await agents.takeIncludedUnit({
+          accountKey: accountKey as string,
+          meter: meter?.name as string,
+          includedUnits: meter?.includedUnits ?? 0,
+          operationId: spec.operationId,
+        })
         if (!claim) {
           // Another call took the free unit first: the price went up, so ask again.
           await authorized?.release()
           for (const step of undo) await step()
-          throw guard.paymentRequired(quoteOf(entry, request, amount - BigInt(taken) * (meter?.unitPriceMicros ?? 0n)), 'included_unit_taken', 'The free unit was used by a concurrent call; pay the full price.')
+          throw guard.paymentRequired(
+            quoteOf(entry, request, amount - BigInt(taken) * (meter?.unitPriceMicros ?? 0n)),
+            'included_unit_taken',
+            'The free unit was used by a concurrent call; pay the full price.',
+          )
         }
         undo.push(claim.undo)
       }

@@ -58,7 +58,12 @@ export interface AgentStore {
    * provisional, bound to the payment in the same transaction, and becomes usable when the
    * payment settles (purchaseOutcomes); without it (a grant) it is active at once.
    */
-  activatePlan(input: { agentId: string; plan: PlanSpec; replayKey: string; bind?: ((tx: Queryable, effect: string) => Promise<void>) | undefined }): Promise<{ purchaseId: string; endsAt: Date | null; creditMicros: bigint | null }>
+  activatePlan(input: {
+    agentId: string
+    plan: PlanSpec
+    replayKey: string
+    bind?: ((tx: Queryable, effect: string) => Promise<void>) | undefined
+  }): Promise<{ purchaseId: string; endsAt: Date | null; creditMicros: bigint | null }>
   /** The purchase bought with `replayKey`, as it stands. */
   purchaseOf(replayKey: string): Promise<{ purchaseId: string; state: 'provisional' | 'active' | 'cancelled'; endsAt: Date | null } | undefined>
   /** Activates (grant, period from now) or cancels a provisional purchase once its payment is decided. */
@@ -66,17 +71,24 @@ export interface AgentStore {
   /** Plans of the agent that cover `service` and still have room. */
   coveringPlans(agentId: string, service: string, plans: readonly PlanSpec[], costMicros: bigint): Promise<PlanStanding[]>
   /** Debits one call from a covering plan; returns an undo for failed work, or undefined when nothing covers it. */
-  debitPlan(input: { agentId: string; service: string; plans: readonly PlanSpec[]; costMicros: bigint; operationId: string; requestId: string }): Promise<{ standing: PlanStanding; undo(): Promise<void> } | undefined>
+  debitPlan(input: {
+    agentId: string
+    service: string
+    plans: readonly PlanSpec[]
+    costMicros: bigint
+    operationId: string
+    requestId: string
+  }): Promise<{ standing: PlanStanding; undo(): Promise<void> } | undefined>
   /** Takes one free unit of `meter` if any is left (exactly once under concurrency); undo returns it. */
   takeIncludedUnit(input: { accountKey: string; meter: string; includedUnits: number; operationId: string }): Promise<{ undo(): Promise<void> } | undefined>
   includedUnitsLeft(accountKey: string, meter: string, includedUnits: number): Promise<number>
 }
 
 async function creditBalance(q: Queryable, agentId: string, planId: string): Promise<bigint> {
-  const rows = await q.query<{ balance: bigint }>(
-    `select coalesce(sum(amount_micros), 0)::int8 as balance from plan_credit_ledger where agent_id = $1 and plan_id = $2`,
-    [agentId, planId],
-  )
+  const rows = await q.query<{ balance: bigint }>(`select coalesce(sum(amount_micros), 0)::int8 as balance from plan_credit_ledger where agent_id = $1 and plan_id = $2`, [
+    agentId,
+    planId,
+  ])
   return rows[0]?.balance ?? 0n
 }
 
@@ -199,18 +211,31 @@ export function createAgentStore(db: Db, clock: Clock, plans: readonly PlanSpec[
     },
 
     async purchaseOf(replayKey) {
-      const row = (await db.query<{ id: string; state: 'provisional' | 'active' | 'cancelled'; ends_at: Date | null }>(`select id, state, ends_at from plan_purchases where replay_key = $1`, [replayKey]))[0]
+      const row = (
+        await db.query<{ id: string; state: 'provisional' | 'active' | 'cancelled'; ends_at: Date | null }>(`select id, state, ends_at from plan_purchases where replay_key = $1`, [
+          replayKey,
+        ])
+      )[0]
       return row === undefined ? undefined : { purchaseId: row.id, state: row.state, endsAt: row.ends_at }
     },
 
     purchaseOutcomes: {
       async settled(tx, replayKey) {
-        const purchase = (await tx.query<{ id: string; agent_id: string; plan_id: string; state: string }>(`select id, agent_id, plan_id, state from plan_purchases where replay_key = $1 for update`, [replayKey]))[0]
+        const purchase = (
+          await tx.query<{ id: string; agent_id: string; plan_id: string; state: string }>(
+            `select id, agent_id, plan_id, state from plan_purchases where replay_key = $1 for update`,
+            [replayKey],
+          )
+        )[0]
         if (purchase === undefined || purchase.state !== 'provisional') return
         const plan = plansById.get(purchase.plan_id)
         const now = clock.now()
         // The period starts when the plan becomes usable, not when it was ordered.
-        await tx.query(`update plan_purchases set state = 'active', starts_at = $2, ends_at = $3, decided_at = $2 where id = $1`, [purchase.id, now, plan ? periodEnd(plan, now) : null])
+        await tx.query(`update plan_purchases set state = 'active', starts_at = $2, ends_at = $3, decided_at = $2 where id = $1`, [
+          purchase.id,
+          now,
+          plan ? periodEnd(plan, now) : null,
+        ])
         if (plan?.kind === 'credit') await grantCredit(tx, purchase.agent_id, plan, purchase.id)
       },
       async failed(tx, replayKey) {
@@ -235,10 +260,13 @@ export function createAgentStore(db: Db, clock: Clock, plans: readonly PlanSpec[
           return {
             standing: { ...standing, remainingMicros: (standing.remainingMicros ?? 0n) - costMicros },
             undo: async () => {
-              await db.query(
-                `insert into plan_credit_ledger (agent_id, plan_id, kind, amount_micros, operation_id, request_id) values ($1, $2, 'refund', $3, $4, $5)`,
-                [agentId, standing.planId, costMicros, operationId, `${requestId}:refund:${debitId}`],
-              )
+              await db.query(`insert into plan_credit_ledger (agent_id, plan_id, kind, amount_micros, operation_id, request_id) values ($1, $2, 'refund', $3, $4, $5)`, [
+                agentId,
+                standing.planId,
+                costMicros,
+                operationId,
+                `${requestId}:refund:${debitId}`,
+              ])
             },
           }
         }

@@ -46,9 +46,7 @@ export const TOKEN_PREFIXES = {
 export type TokenKind = keyof typeof TOKEN_PREFIXES | 'other'
 
 /** An `Authorization`-style `Bearer` credential: a token, or one that breaks the syntax. */
-export type BearerCredential =
-  | { readonly valid: true; readonly token: string; readonly kind: TokenKind }
-  | { readonly valid: false; readonly reason: 'malformed' }
+export type BearerCredential = { readonly valid: true; readonly token: string; readonly kind: TokenKind } | { readonly valid: false; readonly reason: 'malformed' }
 
 export interface PaymentCredential {
   readonly protocol: Protocol

@@ -219,7 +219,14 @@ export function createPaymentGuard(deps: PaymentGuardDeps): PaymentGuard {
         [(options.reservedStaleMs ?? RESERVED_STALE_MS) / 1000, orphanedBefore],
       )
       changed += released.length
-      const rows = await db.query<{ replay_key: string; protocol: Protocol; state: 'settling' | 'pending'; reference: string | null; detail: Record<string, unknown>; updated_at: Date }>(
+      const rows = await db.query<{
+        replay_key: string
+        protocol: Protocol
+        state: 'settling' | 'pending'
+        reference: string | null
+        detail: Record<string, unknown>
+        updated_at: Date
+      }>(
         `select replay_key, protocol, state, reference, detail, updated_at from payment_reservations
           where (state = 'pending' or (state = 'settling' and (updated_at < now() - make_interval(secs => $1) or updated_at < $3)))
             and (effect is null or effect = any($2::text[]))

@@ -55,9 +55,7 @@ export interface Payments {
 /** The MPP HMAC key: configured, or generated once and shared through the database. */
 async function mppSecret(db: Db, configured: string | undefined): Promise<string> {
   if (configured) return configured
-  await db.query(`insert into service_meta (key, value) values ('mpp_secret_key', $1) on conflict (key) do nothing`, [
-    JSON.stringify(randomBytes(32).toString('base64url')),
-  ])
+  await db.query(`insert into service_meta (key, value) values ('mpp_secret_key', $1) on conflict (key) do nothing`, [JSON.stringify(randomBytes(32).toString('base64url'))])
   const rows = await db.query<{ value: string }>(`select value from service_meta where key = 'mpp_secret_key'`)
   const value = rows[0]?.value
   if (typeof value !== 'string') throw new Error('mpp_secret_key missing from service_meta')
@@ -94,7 +92,11 @@ export async function openPayments(options: PaymentsOptions): Promise<Payments> 
     const mppMethod: PaymentMethod = { protocol: 'mpp', challenge: (quote) => mpp.challenge(quote), verify: (credential, quote) => mpp.verify(credential, quote) }
     const outcomes = createPaymentOutcomes({ db, logger })
     const guard = createPaymentGuard({ db, methods: { x402: x402Method({ chain, now, settleTimeoutMs: options.settleTimeoutMs }), mpp: mppMethod }, outcomes, logger })
-    const agents = createAgentStore(db, clock, options.registry.services.flatMap((service) => service.plans))
+    const agents = createAgentStore(
+      db,
+      clock,
+      options.registry.services.flatMap((service) => service.plans),
+    )
     outcomes.register(PLAN_PURCHASE_EFFECT, agents.purchaseOutcomes)
     const access = createAccessControl({ guard, agents, registry: options.registry, payTo: options.payTo, gatewayUrl: options.gatewayUrl, logger })
     const reconcilers = { x402: x402Reconciler(chain, now), ...(options.tempoRpcUrl ? { mpp: mppReconciler(tempoClientFromUrl(options.tempoRpcUrl), now) } : {}) }

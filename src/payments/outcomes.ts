@@ -19,10 +19,7 @@ export type Verdict =
   /** Not known yet (receipt not seen, RPC down): decided later by the reconciler. */
   | { status: 'pending'; reference?: string | undefined }
 
-export type Decision =
-  | { status: 'settled'; reference: string | null }
-  | { status: 'failed'; reason: string }
-  | { status: 'pending'; reference: string | null }
+export type Decision = { status: 'settled'; reference: string | null } | { status: 'failed'; reason: string } | { status: 'pending'; reference: string | null }
 
 /** A domain's side of the payments it sold (plans, task escrow, deposits, …). */
 export interface OutcomeHandler {
@@ -104,7 +101,7 @@ export function createPaymentOutcomes(deps: { db: Db; logger: Logger }): Payment
         const final = finalOf(row)
         if (final !== undefined) return final
         const handler = handlerOf(row)
-        const reference = verdict.status === 'failed' ? row.reference : (verdict.reference || row.reference || null)
+        const reference = verdict.status === 'failed' ? row.reference : verdict.reference || row.reference || null
         const event = LEDGER_EVENT[source][verdict.status]
         // A pending row is written once per reservation, not on every reconciler pass.
         if (verdict.status !== 'pending' || row.state !== 'pending') {
@@ -112,7 +109,19 @@ export function createPaymentOutcomes(deps: { db: Db; logger: Logger }): Payment
             `insert into payments_ledger (protocol, protocol_version, event, replay_key, payer, payee, amount_micros, operation_id, agent_id, reference, detail)
              values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
              on conflict (replay_key) where event in ('settled', 'reconciled_settled') do nothing`,
-            [row.protocol, row.protocol_version, event, replayKey, row.payer, String(row.detail.payTo ?? ''), row.amount_micros, row.operation_id, row.agent_id, reference, row.detail],
+            [
+              row.protocol,
+              row.protocol_version,
+              event,
+              replayKey,
+              row.payer,
+              String(row.detail.payTo ?? ''),
+              row.amount_micros,
+              row.operation_id,
+              row.agent_id,
+              reference,
+              row.detail,
+            ],
           )
         }
         if (verdict.status === 'pending') {
@@ -170,6 +179,7 @@ export async function stuckSettlements(db: Db): Promise<Record<string, unknown> 
   return {
     stuck: n,
     since: rows[0]?.oldest?.toISOString() ?? null,
-    detail: 'Payments whose settlement outcome is still unknown after 10 minutes (chain RPC unreachable?): the work they bought stays provisional until the reconciler can decide them.',
+    detail:
+      'Payments whose settlement outcome is still unknown after 10 minutes (chain RPC unreachable?): the work they bought stays provisional until the reconciler can decide them.',
   }
 }

@@ -128,8 +128,7 @@ const methodClause = (method: string) => `Authorize one ${method} request to the
 const METHOD_CLAUSE = /(?:^|\. )Authorize one ([A-Z][A-Z-]*) request to the URI below\.$/
 // ERC-6492 wrapped signatures end with this magic suffix.
 const ERC6492_MAGIC = '6492649264926492649264926492649264926492649264926492649264926492'
-const SMART_WALLET_NOTE =
-  'smart-contract wallet signatures (ERC-1271 / ERC-6492) need an RPC to verify and are not accepted; sign with an EOA key'
+const SMART_WALLET_NOTE = 'smart-contract wallet signatures (ERC-1271 / ERC-6492) need an RPC to verify and are not accepted; sign with an EOA key'
 
 function normalizeUrl(url: string): string | undefined {
   try {
@@ -330,7 +329,9 @@ export function createSiwxVerifier(options: SiwxVerifierOptions): SiwxVerifier {
         ['statement', (issued.statement ?? undefined) === (payload.statement ?? undefined)],
         ['resources', sameList(issued.resources, payload.resources)],
       ] as const
-    ).filter(([, same]) => !same).map(([field]) => field)
+    )
+      .filter(([, same]) => !same)
+      .map(([field]) => field)
     if (differs.length > 0) {
       throw new WalletProofRejected('unknown_nonce', `Nonce was issued for a different challenge (${differs.join(', ')} ${differs.length === 1 ? 'differs' : 'differ'})`)
     }
@@ -357,10 +358,7 @@ export function createSiwxVerifier(options: SiwxVerifierOptions): SiwxVerifier {
       throw new WalletProofRejected('malformed', `Cannot rebuild the signed message: ${err instanceof Error ? err.message : String(err)}`)
     }
     if (!verified.isValid) {
-      throw new WalletProofRejected(
-        'invalid_signature',
-        `${verified.invalidMessage} (the signature does not recover to ${payload.address}; ${SMART_WALLET_NOTE})`,
-      )
+      throw new WalletProofRejected('invalid_signature', `${verified.invalidMessage} (the signature does not recover to ${payload.address}; ${SMART_WALLET_NOTE})`)
     }
     const address = getAddress(payload.address)
 

@@ -115,6 +115,6 @@ export class Batcher<I, O> {
       await this.#settle(batch.slice(half))
       return
     }
-    batch.forEach((entry, i) => entry.resolve(results[i] as O))
+    for (const [i, entry] of batch.entries()) entry.resolve(results[i] as O)
   }
 }

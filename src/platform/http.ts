@@ -106,7 +106,7 @@ interface AjvIssue {
 
 /** Names the offending field as `body.a.b`, `query.page`, `path.id`, `header.idempotency-key` (docs/errors.md). */
 function fieldOf(context: string | undefined, issue: AjvIssue | undefined): string {
-  const prefix = context === 'querystring' ? 'query' : context === 'headers' ? 'header' : context === 'params' ? 'path' : context ?? 'body'
+  const prefix = context === 'querystring' ? 'query' : context === 'headers' ? 'header' : context === 'params' ? 'path' : (context ?? 'body')
   const segments = (issue?.instancePath ?? '').split('/').filter(Boolean)
   const extra = issue?.params?.missingProperty ?? issue?.params?.additionalProperty
   if (typeof extra === 'string') segments.push(extra)
@@ -120,12 +120,7 @@ export function toAppError(error: unknown): AppError {
   if (fastifyError?.validation) {
     const issue = fastifyError.validation[0]
     const field = fieldOf(fastifyError.validationContext, issue)
-    const reason =
-      issue?.keyword === 'additionalProperties'
-        ? 'is not an allowed field'
-        : issue?.keyword === 'required'
-          ? 'is required'
-          : (issue?.message ?? 'is invalid')
+    const reason = issue?.keyword === 'additionalProperties' ? 'is not an allowed field' : issue?.keyword === 'required' ? 'is required' : (issue?.message ?? 'is invalid')
     return new AppError('validation_error', `${field} ${reason}`, {
       field,
       extensions: { errors: fastifyError.validation.map((i) => ({ field: fieldOf(fastifyError.validationContext, i), message: i.message })) },

@@ -119,6 +119,7 @@ function printable(segment: string | number): string {
   if (typeof segment === 'number') return String(segment)
   const cut = segment.length > MAX_SEGMENT ? `${segment.slice(0, MAX_SEGMENT)}…` : segment
   // Cutting may split a pair: the escaping below spells the half out.
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: NUL is exactly what this escapes
   return cut.replace(/\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
 }
 

@@ -15,7 +15,9 @@ export function createAccounts(deps: { db: Db; clock: Clock; reads: TaskReads })
   async function accountOf(owner: string): Promise<{ id: string; created_at: Date; plan: string; status: string }> {
     const id = newId('acct')
     await db.query(`insert into scheduler_accounts (id, owner) values ($1, $2) on conflict (owner) do nothing`, [id, lower(owner)])
-    return (await db.query<{ id: string; created_at: Date; plan: string; status: string }>(`select id, created_at, plan, status from scheduler_accounts where owner = $1`, [lower(owner)]))[0]!
+    return (
+      await db.query<{ id: string; created_at: Date; plan: string; status: string }>(`select id, created_at, plan, status from scheduler_accounts where owner = $1`, [lower(owner)])
+    )[0]!
   }
 
   async function createKey(owner: string) {
@@ -23,7 +25,13 @@ export function createAccounts(deps: { db: Db; clock: Clock; reads: TaskReads })
     const key = newBearerSecret('agk_')
     const id = newId('key')
     const now = clock.now()
-    await db.query(`insert into scheduler_api_keys (id, account_id, prefix, key_hash, created_at) values ($1, $2, $3, $4, $5)`, [id, account.id, key.slice(0, 10), secretHash(key), now])
+    await db.query(`insert into scheduler_api_keys (id, account_id, prefix, key_hash, created_at) values ($1, $2, $3, $4, $5)`, [
+      id,
+      account.id,
+      key.slice(0, 10),
+      secretHash(key),
+      now,
+    ])
     return { id, key, prefix: key.slice(0, 10), account_id: account.id, created_at: now.toISOString() }
   }
 
@@ -45,7 +53,13 @@ export function createAccounts(deps: { db: Db; clock: Clock; reads: TaskReads })
       `select id, prefix, created_at, revoked_at, last_used_at from scheduler_api_keys where account_id = $1 order by created_at, id`,
       [accountId],
     )
-    return rows.map((row) => ({ id: row.id, prefix: row.prefix, created_at: row.created_at.toISOString(), revoked_at: row.revoked_at?.toISOString() ?? null, last_used_at: row.last_used_at?.toISOString() ?? null }))
+    return rows.map((row) => ({
+      id: row.id,
+      prefix: row.prefix,
+      created_at: row.created_at.toISOString(),
+      revoked_at: row.revoked_at?.toISOString() ?? null,
+      last_used_at: row.last_used_at?.toISOString() ?? null,
+    }))
   }
 
   async function getAccount(account: { id: string; owner: string }) {
@@ -71,7 +85,10 @@ export function createAccounts(deps: { db: Db; clock: Clock; reads: TaskReads })
     const rows = await db.query<{ account_id: string; revoked_at: Date | null }>(`select account_id, revoked_at from scheduler_api_keys where id = $1`, [keyId])
     const key = rows[0]
     if (key === undefined || key.account_id !== account.id) throw new AppError('API_KEY_NOT_FOUND', `No key ${keyId} in this account`, { field: 'path.id' })
-    const updated = await db.query<{ revoked_at: Date }>(`update scheduler_api_keys set revoked_at = coalesce(revoked_at, $2) where id = $1 returning revoked_at`, [keyId, clock.now()])
+    const updated = await db.query<{ revoked_at: Date }>(`update scheduler_api_keys set revoked_at = coalesce(revoked_at, $2) where id = $1 returning revoked_at`, [
+      keyId,
+      clock.now(),
+    ])
     return { id: keyId, revoked_at: updated[0]!.revoked_at.toISOString() }
   }
 
@@ -87,7 +104,14 @@ export function createAccounts(deps: { db: Db; clock: Clock; reads: TaskReads })
     const kindOf = (kind: string) => (kind === 'charge' ? 'grant' : kind === 'run_cost' ? 'cost_finalize' : 'reversal')
     const page = rows.slice(0, limit)
     return {
-      rows: page.map((row) => ({ id: row.id.toString(), kind: kindOf(row.kind), amount_micros: row.amount_micros.toString(), task_id: row.task_id, run_id: row.run_id, created_at: row.created_at.toISOString() })),
+      rows: page.map((row) => ({
+        id: row.id.toString(),
+        kind: kindOf(row.kind),
+        amount_micros: row.amount_micros.toString(),
+        task_id: row.task_id,
+        run_id: row.run_id,
+        created_at: row.created_at.toISOString(),
+      })),
       next_cursor: rows.length > limit ? page[page.length - 1]!.id.toString() : null,
     }
   }

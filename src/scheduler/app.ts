@@ -260,7 +260,9 @@ export function buildSchedulerApp(deps: SchedulerAppDeps): FastifyInstance {
       case 'api-key':
         return async function accountOperation(request, reply) {
           if (credentialsOf(request.headers).siwx !== undefined && bearer(request) === undefined) {
-            throw new AppError('API_KEY_INVALID', 'Account endpoints take the account API key (Authorization: Bearer agk_…); a wallet proof cannot replace it', { field: 'header.authorization' })
+            throw new AppError('API_KEY_INVALID', 'Account endpoints take the account API key (Authorization: Bearer agk_…); a wallet proof cannot replace it', {
+              field: 'header.authorization',
+            })
           }
           request.account = await service.accountForKey(bearer(request))
           return handler(request, reply)
@@ -275,15 +277,11 @@ export function buildSchedulerApp(deps: SchedulerAppDeps): FastifyInstance {
 
   const LogsParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' }) }, { additionalProperties: false })
   const LogsQuery = Type.Object({ sig: Type.String({ minLength: 1, maxLength: 128 }) }, { additionalProperties: false })
-  app.get(
-    '/api/v1/runs/:id/logs',
-    { schema: { params: LogsParams, querystring: LogsQuery, response: { 200: Type.String() } } },
-    async (request, reply) => {
-      const text = await service.runLogs((request.params as { id: string }).id, (request.query as { sig: string }).sig)
-      reply.type('text/plain; charset=utf-8').header('cache-control', 'private, max-age=60')
-      return text
-    },
-  )
+  app.get('/api/v1/runs/:id/logs', { schema: { params: LogsParams, querystring: LogsQuery, response: { 200: Type.String() } } }, async (request, reply) => {
+    const text = await service.runLogs((request.params as { id: string }).id, (request.query as { sig: string }).sig)
+    reply.type('text/plain; charset=utf-8').header('cache-control', 'private, max-age=60')
+    return text
+  })
   deps.extraRoutes?.(app)
   return app
 }

@@ -64,7 +64,9 @@ export async function escrowOf(q: Queryable, taskId: string): Promise<{ rows: Le
     )
   ).map((row) => ({ kind: row.kind, amount_micros: row.amount_micros, run_id: row.run_id }))
   const reservations = (
-    await q.query<{ id: string; reserved_micros: bigint }>(`select id, reserved_micros from scheduler_runs where task_id = $1 and ${IN_FLIGHT_SQL} and reserved_micros > 0`, [taskId])
+    await q.query<{ id: string; reserved_micros: bigint }>(`select id, reserved_micros from scheduler_runs where task_id = $1 and ${IN_FLIGHT_SQL} and reserved_micros > 0`, [
+      taskId,
+    ])
   ).map((row) => ({ run_id: row.id, amount_micros: row.reserved_micros }))
   return { rows, reservations, summary: summarize(rows, reservations) }
 }
@@ -118,14 +120,22 @@ export async function appendUsage(q: Queryable, taskId: string, runId: string, c
  * marketplace rail. The refund is the ledger balance, which holds only settled payments, so it
  * never exceeds what the task received on-chain. Returns the refund, if one is owed.
  */
-export async function closeTaskEscrow(q: Queryable, task: { id: string; owner: string; rail: 'direct' | 'marketplace' }, minRefundMicros: Micros): Promise<{ refund: Micros | undefined }> {
+export async function closeTaskEscrow(
+  q: Queryable,
+  task: { id: string; owner: string; rail: 'direct' | 'marketplace' },
+  minRefundMicros: Micros,
+): Promise<{ refund: Micros | undefined }> {
   const { rows, reservations } = await escrowOf(q, task.id)
   let refund: Micros | undefined
   for (const entry of closeEscrow(rows, reservations, { rail: task.rail, minRefundMicros })) {
     await q.query(`insert into scheduler_ledger (task_id, kind, amount_micros, run_id) values ($1, $2, $3, null)`, [task.id, entry.kind, entry.amount_micros])
     if (entry.kind === 'refund') {
       refund = -entry.amount_micros
-      await q.query(`insert into scheduler_refunds (task_id, to_address, amount_micros, state) values ($1, $2, $3, 'pending') on conflict (task_id) do nothing`, [task.id, task.owner, refund])
+      await q.query(`insert into scheduler_refunds (task_id, to_address, amount_micros, state) values ($1, $2, $3, 'pending') on conflict (task_id) do nothing`, [
+        task.id,
+        task.owner,
+        refund,
+      ])
     }
   }
   return { refund }
@@ -153,13 +163,21 @@ export async function addProvisionalCharge(q: Queryable, charge: ProvisionalChar
 /** The provisional charge of a payment, locked; undefined once decided (or never recorded). */
 export async function lockProvisionalCharge(q: Queryable, replayKey: string): Promise<ProvisionalCharge | undefined> {
   const row = (
-    await q.query<ProvisionalCharge & { state: string }>(`select task_id, kind, amount_micros, funding_key, state from scheduler_charges where replay_key = $1 for update`, [replayKey])
+    await q.query<ProvisionalCharge & { state: string }>(`select task_id, kind, amount_micros, funding_key, state from scheduler_charges where replay_key = $1 for update`, [
+      replayKey,
+    ])
   )[0]
   return row?.state === 'provisional' ? { task_id: row.task_id, kind: row.kind, amount_micros: row.amount_micros, funding_key: row.funding_key } : undefined
 }
 
 /** Settled: the charge enters the ledger with its transaction; reversed: it never does. */
-export async function decideProvisionalCharge(q: Queryable, replayKey: string, charge: ProvisionalCharge, outcome: { settled: true; txHash: string | null } | { settled: false }, at: Date): Promise<void> {
+export async function decideProvisionalCharge(
+  q: Queryable,
+  replayKey: string,
+  charge: ProvisionalCharge,
+  outcome: { settled: true; txHash: string | null } | { settled: false },
+  at: Date,
+): Promise<void> {
   await q.query(`update scheduler_charges set state = $2, tx_hash = $3, decided_at = $4 where replay_key = $1`, [
     replayKey,
     outcome.settled ? 'settled' : 'reversed',

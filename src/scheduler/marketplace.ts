@@ -125,10 +125,14 @@ export function createSchedulerMarketplace(deps: SchedulerMarketplaceDeps) {
     // A bearer that breaks the token syntax is answered like an unknown token.
     const agent = bearer.valid ? await agents.findByToken(bearer.token) : undefined
     if (agent === undefined) {
-      throw new AppError('bearer_required', 'Authorization: Bearer carries no known access token; register at POST /auth/register on the gateway and buy a plan covering the scheduler', {
-        field: 'header.authorization',
-        extensions: { recipe: registrationRecipe(gateway), plans: planOffers() },
-      })
+      throw new AppError(
+        'bearer_required',
+        'Authorization: Bearer carries no known access token; register at POST /auth/register on the gateway and buy a plan covering the scheduler',
+        {
+          field: 'header.authorization',
+          extensions: { recipe: registrationRecipe(gateway), plans: planOffers() },
+        },
+      )
     }
     return { agentId: agent.id, owner: marketplaceOwner(agent.id), claimedEmail: agent.claimedEmail }
   }
@@ -202,7 +206,10 @@ export function createSchedulerMarketplace(deps: SchedulerMarketplaceDeps) {
     let free = 0n
     if (meter.includedUnits > 0 && agent.claimed_email !== null) {
       // Free included units apply only to claimed agents (SPEC 5), counted across all their reports.
-      const used = (await tx.query<{ n: bigint }>(`select coalesce(sum(included_units), 0)::int8 as n from scheduler_usage_reports where agent_id = $1 and meter = $2`, [agentId, meter.name]))[0]?.n ?? 0n
+      const used =
+        (
+          await tx.query<{ n: bigint }>(`select coalesce(sum(included_units), 0)::int8 as n from scheduler_usage_reports where agent_id = $1 and meter = $2`, [agentId, meter.name])
+        )[0]?.n ?? 0n
       const left = BigInt(meter.includedUnits) - used
       if (left > 0n) free = left < units ? left : units
     }
@@ -216,10 +223,13 @@ export function createSchedulerMarketplace(deps: SchedulerMarketplaceDeps) {
       if (standing === undefined) {
         logger.warn({ taskId: task.id, runId: run.id, agentId, chargeable: chargeable.toString() }, 'no plan of the holder left to debit: usage reported unbilled')
       } else if (standing.kind === 'credit') {
-        await tx.query(
-          `insert into plan_credit_ledger (agent_id, plan_id, kind, amount_micros, operation_id, request_id) values ($1, $2, 'debit', $3, $4, $5)`,
-          [agentId, standing.planId, -chargeable, USAGE_OPERATION_ID, `scheduler-run:${run.id}`],
-        )
+        await tx.query(`insert into plan_credit_ledger (agent_id, plan_id, kind, amount_micros, operation_id, request_id) values ($1, $2, 'debit', $3, $4, $5)`, [
+          agentId,
+          standing.planId,
+          -chargeable,
+          USAGE_OPERATION_ID,
+          `scheduler-run:${run.id}`,
+        ])
         planId = standing.planId
         purchaseId = standing.purchaseId
         debited = chargeable
@@ -252,7 +262,11 @@ export function createSchedulerMarketplace(deps: SchedulerMarketplaceDeps) {
       shortfall_micros: gap.toString(),
       action: `${purchaseHint()}, then POST /api/v1/tasks/${task.id}/resume`,
     }
-    await tx.query(`update scheduler_tasks set status = 'paused_insufficient_funds', recovery_hint = $2, updated_at = $3 where id = $1 and status = 'active'`, [task.id, hint, clock.now()])
+    await tx.query(`update scheduler_tasks set status = 'paused_insufficient_funds', recovery_hint = $2, updated_at = $3 where id = $1 and status = 'active'`, [
+      task.id,
+      hint,
+      clock.now(),
+    ])
     return { syncSuspend: true }
   }
 

@@ -2,11 +2,11 @@
 // (the Task / Run / ledger response schemas of src/catalog/schemas/scheduler.ts). Money is bigint in
 // rows and decimal strings in views; env values never leave this module's callers.
 import type { Micros } from '../platform/money.ts'
-import { estimateCeilingMicros, llmReserveMicros, type LlmProfileName, type SchedulerRates } from './domain/rates.ts'
-import type { CompiledSchedule } from './domain/schedule.ts'
-import type { RecoveryHint, Rail, TaskStatus } from './domain/states.ts'
-import type { Runtime, TaskSpec } from './domain/validate.ts'
+import { estimateCeilingMicros, llmReserveMicros, type SchedulerRates } from './domain/rates.ts'
+import type { RecoveryHint, TaskState } from './domain/states.ts'
 import type { EscrowSummary } from './domain/escrow.ts'
+import type { CompiledSchedule, LlmProfileName, Rail, Runtime } from './contract/index.ts'
+import type { TaskCreateInput } from './domain/validate.ts'
 
 /** scheduler_tasks.spec: the validated create body minus env, money as decimal strings. */
 export interface StoredSpec {
@@ -31,7 +31,7 @@ export interface TaskRow {
   id: string
   owner: string
   rail: Rail
-  status: TaskStatus
+  status: TaskState
   spec: StoredSpec
   env_ciphertext: string | null
   env_keys: string[]
@@ -82,7 +82,7 @@ export interface RunRow {
   finished_at: Date | null
 }
 
-export function toStoredSpec(spec: TaskSpec): StoredSpec {
+export function toStoredSpec(spec: TaskCreateInput): StoredSpec {
   return {
     schedule: spec.schedule,
     runtime: spec.runtime,
@@ -146,7 +146,13 @@ export function taskView(task: TaskRow, escrow: EscrowSummary, rates: SchedulerR
     llm:
       spec.llm === null
         ? null
-        : { profile: spec.llm.profile, max_cost_usdc_micros_per_run: llmReserveMicros({ profile: spec.llm.profile, max_cost_usdc_micros_per_run: big(spec.llm.max_cost_usdc_micros_per_run) }, rates).toString() },
+        : {
+            profile: spec.llm.profile,
+            max_cost_usdc_micros_per_run: llmReserveMicros(
+              { profile: spec.llm.profile, max_cost_usdc_micros_per_run: big(spec.llm.max_cost_usdc_micros_per_run) },
+              rates,
+            ).toString(),
+          },
     artifacts: spec.artifacts,
     webhook_enabled: task.webhook_secret_hash !== null,
     next_run_at: nextRunAt === null ? null : nextRunAt.toISOString(),

@@ -66,7 +66,11 @@ export function backoffMs(attempts: number): number {
 export function createRefunds(deps: { db: Db; chain: Pick<ChainPort, 'transfer' | 'resend'>; logger: Logger }): Refunds {
   const { db, chain, logger } = deps
 
-  async function settle(taskId: string, state: 'confirmed' | 'failed' | 'sending', fields: { txHash?: string | null; error?: string | null; attempts: number; clearSigned?: boolean }): Promise<void> {
+  async function settle(
+    taskId: string,
+    state: 'confirmed' | 'failed' | 'sending',
+    fields: { txHash?: string | null; error?: string | null; attempts: number; clearSigned?: boolean },
+  ): Promise<void> {
     const retryIn = state === 'confirmed' ? 0 : backoffMs(fields.attempts)
     await db.query(
       `update scheduler_refunds
@@ -223,6 +227,7 @@ export async function stuckRefunds(refunds: Pick<Refunds, 'standing'>): Promise<
     outstanding_micros: standing.outstandingMicros.toString(),
     oldest_task_id: standing.oldestStuckTaskId,
     last_error: standing.lastError,
-    detail: 'Refunds not confirmed 10 minutes after their escrow closed; they are retried until confirmed. Check the refund wallet balance (agent_gateway_refund_capacity_micros) and the chain RPC.',
+    detail:
+      'Refunds not confirmed 10 minutes after their escrow closed; they are retried until confirmed. Check the refund wallet balance (agent_gateway_refund_capacity_micros) and the chain RPC.',
   }
 }

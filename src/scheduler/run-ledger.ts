@@ -13,7 +13,6 @@ import type { Logger } from '../platform/logger.ts'
 import type { Mailer } from '../platform/mailer.ts'
 import { formatUsd, type Micros } from '../platform/money.ts'
 import { storableText } from '../platform/text-safety.ts'
-import type { ExecutionRequest, ExecutionResult } from '../../controllers/executor.ts'
 import { finalizeRun } from './domain/escrow.ts'
 import type { SchedulerRates } from './domain/rates.ts'
 import { transition, type RunOutcome, type RunTrigger } from './domain/states.ts'
@@ -24,6 +23,7 @@ import { newBearerSecret, secretHash, type SchedulerSecrets } from './secrets.ts
 import { snapshot, type AfterCommit, type TaskCore } from './task-core.ts'
 import type { LogStore, TaskReads } from './task-reads.ts'
 import type { TaskResources } from './task-resources.ts'
+import { noAttemptResult, type ExecutionRequest, type ExecutionResult } from './contract/index.ts'
 
 export type RunClaim =
   | { kind: 'claimed'; run: RunRow }
@@ -130,7 +130,13 @@ export function createRunLedger(deps: RunLedgerDeps) {
           throw error
         }
         const out: DispatchResult[] = []
-        for (const input of inputs) out.push(await dispatchBatch([input]).then((r) => r[0] as DispatchResult, (e: unknown) => (isUniqueViolation(e) ? { kind: 'deferred' } : Promise.reject(e))))
+        for (const input of inputs)
+          out.push(
+            await dispatchBatch([input]).then(
+              (r) => r[0] as DispatchResult,
+              (e: unknown) => (isUniqueViolation(e) ? { kind: 'deferred' } : Promise.reject(e)),
+            ),
+          )
         return out
       }
     },
@@ -157,7 +163,9 @@ export function createRunLedger(deps: RunLedgerDeps) {
       const fresh = inputs.filter((input) => !existing.has(input.runId))
       const taskIds = [...new Set(fresh.map((input) => input.taskId))].sort()
       const tasks = new Map(
-        taskIds.length === 0 ? [] : (await tx.query<TaskRow>(`select * from scheduler_tasks where id = any($1::text[]) order by id for update`, [taskIds])).map((task) => [task.id, task]),
+        taskIds.length === 0
+          ? []
+          : (await tx.query<TaskRow>(`select * from scheduler_tasks where id = any($1::text[]) order by id for update`, [taskIds])).map((task) => [task.id, task]),
       )
       const known = taskIds.length === 0 ? new Map() : await escrowFactsMany(tx, taskIds)
       const out: (DispatchResult | { pending: RunRowInsert })[] = []
@@ -194,7 +202,18 @@ export function createRunLedger(deps: RunLedgerDeps) {
         if (start && start.type === 'start_run') {
           if (task.rail === 'marketplace') heldByOwner.set(task.owner, (heldByOwner.get(task.owner) ?? 0n) + start.reserve_micros)
           const token = tokens ? newBearerSecret('run_') : null
-          const insert: RunRowInsert = { id: input.runId, task_id: task.id, trigger: input.trigger, status: 'claimed', reserved: start.reserve_micros, outcome: null, error: null, token_hash: token === null ? null : secretHash(token), finished: null, token }
+          const insert: RunRowInsert = {
+            id: input.runId,
+            task_id: task.id,
+            trigger: input.trigger,
+            status: 'claimed',
+            reserved: start.reserve_micros,
+            outcome: null,
+            error: null,
+            token_hash: token === null ? null : secretHash(token),
+            finished: null,
+            token,
+          }
           inserts.push(insert)
           out.push({ pending: insert })
           continue
@@ -206,7 +225,18 @@ export function createRunLedger(deps: RunLedgerDeps) {
         const skip = result.effects.find((effect) => effect.type === 'skip_run')
         const reason = skip && skip.type === 'skip_run' ? skip.reason : 'not_active'
         const message = skipMessage(reason, facts.ceiling_micros, result.next)
-        inserts.push({ id: input.runId, task_id: task.id, trigger: input.trigger, status: 'skipped', reserved: 0n, outcome: reason, error: message, token_hash: null, finished: now, token: null })
+        inserts.push({
+          id: input.runId,
+          task_id: task.id,
+          trigger: input.trigger,
+          status: 'skipped',
+          reserved: 0n,
+          outcome: reason,
+          error: message,
+          token_hash: null,
+          finished: now,
+          token: null,
+        })
         out.push({ kind: 'skipped', reason, message })
       }
       const written = new Map<string, RunRow>()
@@ -238,8 +268,9 @@ export function createRunLedger(deps: RunLedgerDeps) {
           tokenUpdates.map((u) => secretHash(u.token)),
         ])
       }
-      return out.map((entry): DispatchResult =>
-        'pending' in entry ? { kind: 'claimed', run: written.get(entry.pending.id) as RunRow, ...(entry.pending.token === null ? {} : { token: entry.pending.token }) } : entry,
+      return out.map(
+        (entry): DispatchResult =>
+          'pending' in entry ? { kind: 'claimed', run: written.get(entry.pending.id) as RunRow, ...(entry.pending.token === null ? {} : { token: entry.pending.token }) } : entry,
       )
     })
     return { results, afters }
@@ -255,7 +286,11 @@ export function createRunLedger(deps: RunLedgerDeps) {
     const specs = new Map(
       needed.length === 0
         ? []
-        : (await db.query<{ id: string; spec: StoredSpec; env_ciphertext: string | null }>(`select id, spec, env_ciphertext from scheduler_tasks where id = any($1::text[])`, [needed])).map((row) => [row.id, row]),
+        : (
+            await db.query<{ id: string; spec: StoredSpec; env_ciphertext: string | null }>(`select id, spec, env_ciphertext from scheduler_tasks where id = any($1::text[])`, [
+              needed,
+            ])
+          ).map((row) => [row.id, row]),
     )
     return results.map((result, i) => {
       if (result.kind !== 'claimed' || result.token === undefined) return result
@@ -276,7 +311,12 @@ export function createRunLedger(deps: RunLedgerDeps) {
           : `skipped: the task is ${state}`
   }
 
-  function requestOf(runId: string, task: { id: string; spec: StoredSpec; env_ciphertext: string | null }, token: string, signal: AbortSignal): Omit<ExecutionRequest, 'namespace' | 'taskUid' | 'runUid'> {
+  function requestOf(
+    runId: string,
+    task: { id: string; spec: StoredSpec; env_ciphertext: string | null },
+    token: string,
+    signal: AbortSignal,
+  ): Omit<ExecutionRequest, 'namespace' | 'taskUid' | 'runUid'> {
     return {
       runName: runId,
       taskName: task.id,
@@ -309,27 +349,14 @@ export function createRunLedger(deps: RunLedgerDeps) {
 
   /** Runs claimed or running since before `before` (the run controller's orphan sweep). */
   async function openRuns(before: Date): Promise<{ id: string; status: string }[]> {
-    return db.query<{ id: string; status: string }>(`select id, status from scheduler_runs where status in ('claimed', 'running') and created_at < $1 order by created_at`, [before])
+    return db.query<{ id: string; status: string }>(`select id, status from scheduler_runs where status in ('claimed', 'running') and created_at < $1 order by created_at`, [
+      before,
+    ])
   }
 
   /** A claimed run that never started (deleted or cancelled before its instant): settled at no cost. */
   async function releaseRun(runId: string, reason: string): Promise<{ run: RunRow }> {
-    const now = clock.now()
-    return finishRun(runId, {
-      outcome: 'cancelled',
-      exitCode: null,
-      stdout: '',
-      stderr: '',
-      stdoutBytes: 0,
-      stderrBytes: 0,
-      startedAt: now,
-      finishedAt: now,
-      durationMs: 0,
-      installDurationMs: 0,
-      runtimeVersion: 'none',
-      error: reason,
-      notStarted: true,
-    })
+    return finishRun(runId, { ...noAttempt('cancelled', 'none', reason), notStarted: true })
   }
 
   /** What a finished attempt costs: runtime and install by the started second, helper meters, overhead. */
@@ -368,7 +395,11 @@ export function createRunLedger(deps: RunLedgerDeps) {
   // Settlements are group-committed like dispatches: one transaction settles a batch of runs, the
   // ledger rows and run records written in one statement each; each caller then does its own
   // post-commit work.
-  const finishBatcher = new Batcher<FinishInput, FinishOutcome | undefined>((inputs) => finishBatch(inputs), (input) => input.runId, 200)
+  const finishBatcher = new Batcher<FinishInput, FinishOutcome | undefined>(
+    (inputs) => finishBatch(inputs),
+    (input) => input.runId,
+    200,
+  )
 
   interface FinishInput {
     runId: string
@@ -492,7 +523,9 @@ export function createRunLedger(deps: RunLedgerDeps) {
       return { run }
     }
     const log = `${result.stdout}${result.stderr ? `\n--- stderr ---\n${result.stderr}` : ''}`
-    await deps.logs.put(`runs/${runId}/output.log`, Buffer.from(log), 'text/plain; charset=utf-8').catch((error: unknown) => logger.warn({ err: error, runId }, 'storing the run log failed'))
+    await deps.logs
+      .put(`runs/${runId}/output.log`, Buffer.from(log), 'text/plain; charset=utf-8')
+      .catch((error: unknown) => logger.warn({ err: error, runId }, 'storing the run log failed'))
     await core.runAfterCommit(task, after)
     if (continuation) await resources.createRun(task.id, 'continuation', new Date(clock.nowMs() + continuation.delaySec * 1000))
     if (task.spec.notify_email && (run.trigger === 'schedule' || run.trigger === 'trigger' || run.trigger === 'continuation')) {
@@ -509,10 +542,15 @@ export function createRunLedger(deps: RunLedgerDeps) {
     return continuation ? { run, continuation } : { run }
   }
 
-  /** Creates a Run resource outside the cron reconciler (manual, webhook, continuation). */
+  /** The result of a run lost to the service (its sandbox or Job went away): infra_error, not charged. */
   function lostResult(reason: string): ExecutionResult {
+    return noAttempt('infra_error', 'unknown', reason)
+  }
+
+  /** A result with no attempt behind it, at this instant. */
+  function noAttempt(outcome: ExecutionResult['outcome'], runtimeVersion: string, error: string): ExecutionResult {
     const now = clock.now()
-    return { outcome: 'infra_error', exitCode: null, stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, startedAt: now, finishedAt: now, durationMs: 0, installDurationMs: 0, runtimeVersion: 'unknown', error: reason }
+    return noAttemptResult(outcome, { startedAt: now, finishedAt: now }, runtimeVersion, error)
   }
 
   async function runRow(runId: string): Promise<RunRow | undefined> {

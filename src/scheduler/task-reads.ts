@@ -41,7 +41,8 @@ export function createTaskReads(deps: TaskReadsDeps) {
     const base = { amount_micros: '0', estimated: false, tx_hash: null as string | null, expected_by: null as string | null }
     if (sent !== undefined) {
       const amount = sent.amount_micros.toString()
-      if (sent.state === 'confirmed') return { ...base, state: 'confirmed' as const, amount_micros: amount, tx_hash: sent.tx_hash, detail: 'Refunded on-chain to the paying wallet.' }
+      if (sent.state === 'confirmed')
+        return { ...base, state: 'confirmed' as const, amount_micros: amount, tx_hash: sent.tx_hash, detail: 'Refunded on-chain to the paying wallet.' }
       const retrying = sent.state === 'failed'
       return {
         ...base,
@@ -49,7 +50,9 @@ export function createTaskReads(deps: TaskReadsDeps) {
         amount_micros: amount,
         tx_hash: sent.tx_hash,
         expected_by: sent.next_attempt_at.toISOString(),
-        detail: retrying ? `The refund could not be sent yet (${sent.error ?? 'unknown'}); it is retried automatically until it is confirmed.` : 'The refund transaction is on its way.',
+        detail: retrying
+          ? `The refund could not be sent yet (${sent.error ?? 'unknown'}); it is retried automatically until it is confirmed.`
+          : 'The refund transaction is on its way.',
       }
     }
     if (task.rail === 'marketplace') return { ...base, state: 'none' as const, detail: 'Marketplace rail: the cap is not money held for you; nothing is refunded.' }
@@ -58,7 +61,12 @@ export function createTaskReads(deps: TaskReadsDeps) {
       return { ...base, state: 'none' as const, detail: `The remainder (${summary.forfeited_micros} micros) was below the minimum refund and was forfeited as dust.` }
     }
     if (inFlight) {
-      const run = (await db.query<{ started_at: Date | null; created_at: Date }>(`select started_at, created_at from scheduler_runs where task_id = $1 and status in ('claimed', 'running') limit 1`, [task.id]))[0]
+      const run = (
+        await db.query<{ started_at: Date | null; created_at: Date }>(
+          `select started_at, created_at from scheduler_runs where task_id = $1 and status in ('claimed', 'running') limit 1`,
+          [task.id],
+        )
+      )[0]
       const from = run?.started_at ?? run?.created_at ?? clock.now()
       const by = new Date(Math.max(from.getTime(), clock.nowMs()) + (task.spec.max_runtime_sec + 60) * 1000)
       return {

@@ -8,11 +8,10 @@ import type { Db } from '../platform/db/index.ts'
 import { AppError } from '../platform/errors.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Logger } from '../platform/logger.ts'
-import { isAlreadyExists, isConflict, NotFoundError, type ResourceStore } from '../../controllers/resource-store.ts'
-import type { RunResource, TaskResource, TaskSpec as TaskResourceSpec, TriggerType } from '../../controllers/task-reconciler.ts'
 import { isTerminal } from './domain/states.ts'
 import { ownerLabel } from './marketplace.ts'
 import type { StoredSpec, TaskRow } from './records.ts'
+import { isAlreadyExists, isConflict, NotFoundError, type ResourceStore, type RunResource, type TaskResource, type TaskResourceSpec, type TriggerType } from './contract/index.ts'
 
 export const TASK_API_VERSION = 'jobs.agent-gateway.dev/v1alpha1'
 
@@ -86,7 +85,9 @@ export function createTaskResources(deps: TaskResourcesDeps) {
 
   /** Brings the Task resource in line with its row (suspend, or deletion when terminal), if it is owed a write. */
   async function sync(taskId: string): Promise<void> {
-    const row = (await db.query<{ status: TaskRow['status']; resource_sync_pending: boolean }>(`select status, resource_sync_pending from scheduler_tasks where id = $1`, [taskId]))[0]
+    const row = (
+      await db.query<{ status: TaskRow['status']; resource_sync_pending: boolean }>(`select status, resource_sync_pending from scheduler_tasks where id = $1`, [taskId])
+    )[0]
     if (row === undefined || !row.resource_sync_pending) return
     if (isTerminal(row.status)) await remove(taskId)
     else {

@@ -14,8 +14,8 @@ import { AppError } from '../platform/errors.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Micros } from '../platform/money.ts'
 import type { SchedulerRates } from './domain/rates.ts'
-import { initialTransition, isTerminal, transition, type Rail } from './domain/states.ts'
-import { idempotencyHash, validateCreateTask, validateEnv, validatePatch, type TaskSpec } from './domain/validate.ts'
+import { initialTransition, isTerminal, transition } from './domain/states.ts'
+import { idempotencyHash, type TaskCreateInput, validateCreateTask, validateEnv, validatePatch } from './domain/validate.ts'
 import { runInFlight } from './escrow-store.ts'
 import type { PlanHolder, SchedulerMarketplace } from './marketplace.ts'
 import { ceilingOf, RUN_FINAL_STATUSES, runView, toStoredSpec, type RunRow, type StoredSpec, type TaskRow } from './records.ts'
@@ -25,7 +25,7 @@ import { loadTask, lower, newId, ownedTask, snapshot, type TaskCore } from './ta
 import type { TaskResources } from './task-resources.ts'
 import type { TaskReads } from './task-reads.ts'
 import type { SchedulerRunLedger } from './run-ledger.ts'
-import type { TaskSpec as TaskResourceSpec } from '../../controllers/task-reconciler.ts'
+import type { Rail, TaskResourceSpec } from './contract/index.ts'
 
 export interface EnvSecretsPort {
   put(taskName: string, taskUid: string, env: Record<string, string>): Promise<unknown>
@@ -61,7 +61,7 @@ export function createTaskCommands(deps: TaskCommandsDeps) {
     headerAmount: Micros | undefined,
     /** Set on the marketplace rail: the plan holder behind Authorization: Bearer (marketplace.ts). */
     holder?: PlanHolder,
-  ): Promise<{ spec: TaskSpec; hash: string } | { existing: Record<string, unknown> }> {
+  ): Promise<{ spec: TaskCreateInput; hash: string } | { existing: Record<string, unknown> }> {
     const spec = validateCreateTask(body, { now: clock.now(), rates })
     const hash = idempotencyHash(spec)
     const prior = (await db.query<TaskRow>(`select * from scheduler_tasks where idempotency_key = $1`, [idempotencyKey]))[0]
@@ -74,9 +74,13 @@ export function createTaskCommands(deps: TaskCommandsDeps) {
     if (holder !== undefined) {
       // Marketplace rail: nothing is paid; X-Pay-Amount-Micros is optional (and must agree if sent).
       if (headerAmount !== undefined && headerAmount !== spec.max_amount_usdc_micros) {
-        throw new AppError('VALIDATION_ERROR', `X-Pay-Amount-Micros (${headerAmount}) must equal max_amount_usdc_micros (${spec.max_amount_usdc_micros}); on the marketplace rail it can be left out`, {
-          field: 'header.x-pay-amount-micros',
-        })
+        throw new AppError(
+          'VALIDATION_ERROR',
+          `X-Pay-Amount-Micros (${headerAmount}) must equal max_amount_usdc_micros (${spec.max_amount_usdc_micros}); on the marketplace rail it can be left out`,
+          {
+            field: 'header.x-pay-amount-micros',
+          },
+        )
       }
       await marketplace.requireAccess(holder.agentId, ceilingOf(toStoredSpec(spec), rates))
       return { spec, hash }
@@ -102,7 +106,7 @@ export function createTaskCommands(deps: TaskCommandsDeps) {
    * decision (chargeOutcomes) turns it into a ledger charge or deletes the task.
    */
   async function createTask(input: {
-    spec: TaskSpec
+    spec: TaskCreateInput
     hash: string
     idempotencyKey: string
     /** Direct rail: the escrow payment. Marketplace rail: payer = the holder's owner id, protocol 'marketplace', no replay key. */
@@ -115,7 +119,10 @@ export function createTaskCommands(deps: TaskCommandsDeps) {
     const owner = lower(payment.payer)
     const stored = toStoredSpec(spec)
     const ceiling = ceilingOf(stored, rates)
-    const initial = initialTransition({ id, rail, scheduled: spec.schedule !== null, end_at: spec.end_at }, { ceiling_micros: ceiling, available_micros: spec.max_amount_usdc_micros })
+    const initial = initialTransition(
+      { id, rail, scheduled: spec.schedule !== null, end_at: spec.end_at },
+      { ceiling_micros: ceiling, available_micros: spec.max_amount_usdc_micros },
+    )
     // The resource first: if the database write fails we delete it; the reverse order could leave
     // a paid task that never runs.
     const resource = await resources.create(resources.taskResource({ id, owner, status: initial.next }, stored))
@@ -143,11 +150,17 @@ export function createTaskCommands(deps: TaskCommandsDeps) {
         )
         await recordCharge(tx, id, 'create', spec.max_amount_usdc_micros, payment, null)
         const task = (await loadTask(tx, id, true)) as TaskRow
-        await core.applyTransition(tx, task, { next: initial.next, effects: initial.effects }, { now, ceiling_micros: ceiling, available_micros: spec.max_amount_usdc_micros, run_in_flight: false })
+        await core.applyTransition(
+          tx,
+          task,
+          { next: initial.next, effects: initial.effects },
+          { now, ceiling_micros: ceiling, available_micros: spec.max_amount_usdc_micros, run_in_flight: false },
+        )
       })
     } catch (error) {
       await resources.remove(id).catch(() => {})
-      if (isUniqueViolation(error)) throw new AppError('IDEMPOTENCY_CONFLICT', 'A concurrent create used this Idempotency-Key; retry to get its task', { field: 'header.idempotency-key' })
+      if (isUniqueViolation(error))
+        throw new AppError('IDEMPOTENCY_CONFLICT', 'A concurrent create used this Idempotency-Key; retry to get its task', { field: 'header.idempotency-key' })
       throw error
     }
     if (deps.envSecrets && Object.keys(spec.env).length > 0) await deps.envSecrets.put(id, resource.metadata.uid, spec.env)
@@ -172,16 +185,24 @@ export function createTaskCommands(deps: TaskCommandsDeps) {
     // The rail of the top-up must be the rail of the task (marketplace.ts): a plan token raises the
     // cap of its own marketplace task; a payment tops up a direct-rail escrow.
     if (requester.holder !== undefined && task.rail === 'direct') {
-      throw new AppError('CHANNEL_MISMATCH', `Task ${taskId} is on the direct rail: top it up with an x402 / MPP payment through the channel that created it (${task.payment_channel}), not with a plan token`, {
-        extensions: { expected_channel: task.payment_channel, rail: task.rail },
-      })
+      throw new AppError(
+        'CHANNEL_MISMATCH',
+        `Task ${taskId} is on the direct rail: top it up with an x402 / MPP payment through the channel that created it (${task.payment_channel}), not with a plan token`,
+        {
+          extensions: { expected_channel: task.payment_channel, rail: task.rail },
+        },
+      )
     }
     if (task.rail === 'marketplace') {
       if (requester.holder === undefined) {
         if (requester.credential) {
-          throw new AppError('CHANNEL_MISMATCH', `Task ${taskId} is on the marketplace rail: nothing is paid to the scheduler; raise its cap with the owner's plan token (Authorization: Bearer <accessToken>) and no payment`, {
-            extensions: { expected_channel: task.payment_channel, rail: task.rail },
-          })
+          throw new AppError(
+            'CHANNEL_MISMATCH',
+            `Task ${taskId} is on the marketplace rail: nothing is paid to the scheduler; raise its cap with the owner's plan token (Authorization: Bearer <accessToken>) and no payment`,
+            {
+              extensions: { expected_channel: task.payment_channel, rail: task.rail },
+            },
+          )
         }
         throw new AppError('bearer_required', `Task ${taskId} is on the marketplace rail: send the owner's plan token as Authorization: Bearer <accessToken>; nothing is charged`, {
           field: 'header.authorization',
@@ -191,13 +212,17 @@ export function createTaskCommands(deps: TaskCommandsDeps) {
       if (task.owner !== requester.holder.owner) throw new AppError('TASK_NOT_FOUND', `No task ${taskId} belongs to this plan holder`, { field: 'path.id' })
     }
     const amount = BigInt(String(body.top_up_amount_micros))
-    const prior = (await db.query<{ amount_micros: bigint }>(`select amount_micros from scheduler_fundings where task_id = $1 and idempotency_key = $2`, [taskId, idempotencyKey]))[0]
+    const prior = (
+      await db.query<{ amount_micros: bigint }>(`select amount_micros from scheduler_fundings where task_id = $1 and idempotency_key = $2`, [taskId, idempotencyKey])
+    )[0]
     if (prior !== undefined) {
       if (prior.amount_micros !== amount) throw new AppError('IDEMPOTENCY_CONFLICT', 'This Idempotency-Key funded another amount', { field: 'header.idempotency-key' })
       return { existing: await core.view(db, task) }
     }
     if (task.rail === 'marketplace' ? headerAmount !== undefined && headerAmount !== amount : headerAmount !== amount) {
-      throw new AppError('VALIDATION_ERROR', `X-Pay-Amount-Micros (${headerAmount ?? 'missing'}) must equal top_up_amount_micros (${amount})`, { field: 'header.x-pay-amount-micros' })
+      throw new AppError('VALIDATION_ERROR', `X-Pay-Amount-Micros (${headerAmount ?? 'missing'}) must equal top_up_amount_micros (${amount})`, {
+        field: 'header.x-pay-amount-micros',
+      })
     }
     if (task.rail === 'marketplace' && !isTerminal(task.status)) await marketplace.assertCanRun(task)
     // Refuse before payment what the state machine would refuse after it.
@@ -211,9 +236,13 @@ export function createTaskCommands(deps: TaskCommandsDeps) {
     const after = await db.transaction(async (tx) => {
       task = (await loadTask(tx, taskId, true)) as TaskRow
       if (task.payment_channel !== null && task.payment_channel !== `${payment.protocol}:${lower(payment.payer)}`) {
-        throw new AppError('CHANNEL_MISMATCH', `Fund through the channel that created the task (${task.payment_channel}); this payment came from ${payment.protocol}:${lower(payment.payer)}`, {
-          extensions: { expected_channel: task.payment_channel },
-        })
+        throw new AppError(
+          'CHANNEL_MISMATCH',
+          `Fund through the channel that created the task (${task.payment_channel}); this payment came from ${payment.protocol}:${lower(payment.payer)}`,
+          {
+            extensions: { expected_channel: task.payment_channel },
+          },
+        )
       }
       const facts = await core.factsOf(tx, task)
       const result = transition(snapshot(task), { type: 'fund', amount_micros: amount }, facts)

@@ -31,7 +31,12 @@ interface Manifest {
 /** What this build has built, from its own manifest (so the tests stay true as operations get built). */
 async function manifest(): Promise<Manifest & { built: Set<string> }> {
   const body = (await (await fetch(`${cli.gateway}/manifest.json`)).json()) as Manifest
-  const built = new Set(body.services.flatMap((service) => service.operations).filter((operation) => operation.implemented).map((operation) => operation.operationId))
+  const built = new Set(
+    body.services
+      .flatMap((service) => service.operations)
+      .filter((operation) => operation.implemented)
+      .map((operation) => operation.operationId),
+  )
   return { ...body, built }
 }
 
@@ -52,7 +57,11 @@ t.test('both listeners answer health and readiness probes', async (t) => {
     t.equal(ready.status, 200, `${base}/readyz`)
     const body = (await ready.json()) as { status: string; checks: Record<string, boolean> }
     t.equal(body.status, 'ready')
-    t.same(body.checks, base === cli.scheduler ? { database: true, kv: true, executor: true } : { database: true, kv: true }, 'the scheduler also needs its executor (the local sandbox)')
+    t.same(
+      body.checks,
+      base === cli.scheduler ? { database: true, kv: true, executor: true } : { database: true, kv: true },
+      'the scheduler also needs its executor (the local sandbox)',
+    )
   }
   t.match(cli.output(), /gateway\s+http:\/\/127\.0\.0\.1:\d+/)
   t.match(cli.output(), /scheduler\s+http:\/\/127\.0\.0\.1:\d+/)
@@ -131,7 +140,10 @@ t.test('discovery documents', async (t) => {
   }
   const scheduler = await fetch(`${cli.scheduler}/openapi.json`)
   const schedulerDoc = (await scheduler.json()) as OpenapiDoc
-  t.ok(Object.keys(schedulerDoc.paths).every((p) => p.startsWith('/api/v1')), 'scheduler openapi holds scheduler operations')
+  t.ok(
+    Object.keys(schedulerDoc.paths).every((p) => p.startsWith('/api/v1')),
+    'scheduler openapi holds scheduler operations',
+  )
   t.equal((await fetch(`${cli.scheduler}/llms.txt`)).status, 200)
 })
 
@@ -145,7 +157,10 @@ t.test('advisor guide ranks from the registry, built operations only', async (t)
     const get = await fetch(`${cli.gateway}/advisor/agent/guide?goal=${encodeURIComponent(goal)}`)
     t.equal(get.status, 200)
     const guide = (await get.json()) as { recommendations: { operationId: string; implemented: boolean }[]; unavailable: { operationId: string }[]; steps: string[] }
-    t.ok(guide.recommendations.every((recommendation) => built.has(recommendation.operationId) && recommendation.implemented), `${goal}: nothing unbuilt is recommended`)
+    t.ok(
+      guide.recommendations.every((recommendation) => built.has(recommendation.operationId) && recommendation.implemented),
+      `${goal}: nothing unbuilt is recommended`,
+    )
     if (built.has(operationId)) {
       t.equal(guide.recommendations[0]?.operationId, operationId, `${goal}: ${operationId} first`)
       t.ok(guide.steps.length > 0)
@@ -174,7 +189,10 @@ t.test('discovery marks the plans that cannot be bought', async (t) => {
     if (plan.purchasable) t.equal(plan.purchase?.url, `${cli.gateway}/plans/${plan.id}/purchase`)
     else t.ok(plan.reason && !plan.purchase, `${plan.id}: a reason and no purchase link`)
   }
-  t.ok(plans.some((plan) => plan.purchasable), 'something is for sale')
+  t.ok(
+    plans.some((plan) => plan.purchasable),
+    'something is for sale',
+  )
   const llms = await (await fetch(`${cli.gateway}/llms.txt`)).text()
   for (const plan of plans) t.match(llms, new RegExp(`\`${plan.id}\`.*; ${plan.purchasable ? 'purchasable' : 'NOT purchasable'}`), `llms.txt marks ${plan.id}`)
   for (const service of services.filter((candidate) => candidate.operations.some((operation) => !built.has(operation.operationId)))) {
@@ -238,7 +256,10 @@ t.test('scheduler discovery: catalog, rates and siblings', async (t) => {
   t.equal(index.service, 'scheduler')
   t.ok(index.operations.some((operation) => operation.path === '/api/v1/tasks'))
   t.equal(index.links.rates, `${cli.scheduler}/api/v1/rates`)
-  const rates = (await (await fetch(`${cli.scheduler}/api/v1/rates`)).json()) as { llm_profiles: Record<string, { max_cost_usdc_micros_per_run: string }>; hard_caps: Record<string, number> }
+  const rates = (await (await fetch(`${cli.scheduler}/api/v1/rates`)).json()) as {
+    llm_profiles: Record<string, { max_cost_usdc_micros_per_run: string }>
+    hard_caps: Record<string, number>
+  }
   t.same(
     Object.fromEntries(Object.entries(rates.llm_profiles).map(([name, profile]) => [name, profile.max_cost_usdc_micros_per_run])),
     { quick: '50000', standard: '150000', bulk: '150000' },

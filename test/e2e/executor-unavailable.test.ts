@@ -24,7 +24,9 @@ function pathWithout(without: string): string {
       if (name === without || existsSync(path.join(dir, name))) continue
       try {
         symlinkSync(path.join(source, name), path.join(dir, name))
-      } catch { /* a name seen twice */ }
+      } catch {
+        /* a name seen twice */
+      }
     }
   }
   return dir

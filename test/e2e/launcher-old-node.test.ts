@@ -79,38 +79,46 @@ async function launch(): Promise<Launched> {
   return { launcher, child: children[0] as number, port, dataDir, output: () => output, exit }
 }
 
-t.test('started by an old Node: SIGTERM to the launcher stops the service and frees its port', { skip: node === undefined ? 'no node older than 22.15 on this machine' : !existsSync(projectNode) ? 'node_modules/node (Node 24) is not installed' : false }, async (t) => {
-  const run = await launch()
-  t.teardown(() => {
-    for (const pid of [run.child, run.launcher.pid as number]) if (!exited(pid)) process.kill(pid, 'SIGKILL')
-  })
-  const argv = readFileSync(`/proc/${run.child}/cmdline`, 'utf8').split('\0')
-  t.equal(argv[0], projectNode, "the service runs on the project's Node 24")
-  t.ok(argv.includes('--no-memory-reducer'), 'with its V8 flags')
-  t.equal(readFileSync(path.join(run.dataDir, 'agent-gateway.lock'), 'utf8').trim(), String(run.child), 'the child holds the data-dir lock')
-  t.equal((await fetch(`http://127.0.0.1:${run.port}/readyz`)).status, 200)
+t.test(
+  'started by an old Node: SIGTERM to the launcher stops the service and frees its port',
+  { skip: node === undefined ? 'no node older than 22.15 on this machine' : !existsSync(projectNode) ? 'node_modules/node (Node 24) is not installed' : false },
+  async (t) => {
+    const run = await launch()
+    t.teardown(() => {
+      for (const pid of [run.child, run.launcher.pid as number]) if (!exited(pid)) process.kill(pid, 'SIGKILL')
+    })
+    const argv = readFileSync(`/proc/${run.child}/cmdline`, 'utf8').split('\0')
+    t.equal(argv[0], projectNode, "the service runs on the project's Node 24")
+    t.ok(argv.includes('--no-memory-reducer'), 'with its V8 flags')
+    t.equal(readFileSync(path.join(run.dataDir, 'agent-gateway.lock'), 'utf8').trim(), String(run.child), 'the child holds the data-dir lock')
+    t.equal((await fetch(`http://127.0.0.1:${run.port}/readyz`)).status, 200)
 
-  run.launcher.kill('SIGTERM')
-  const result = await Promise.race([run.exit, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), GRACE_MS + 5_000))])
-  t.same(result, { code: 0, signal: null }, 'the launcher exits 0, with its child, within the grace period')
-  await until('the child to exit', () => exited(run.child), 2_000)
-  t.pass('the child has exited')
-  t.ok(await portFree(run.port), 'the port is free')
-  t.notOk(existsSync(path.join(run.dataDir, 'agent-gateway.lock')), 'the data-dir lock is released')
-  t.match(run.output(), /agent-gateway ready/)
-  t.notMatch(run.output(), /grace period elapsed/, 'a clean stop, not the forced one')
-})
+    run.launcher.kill('SIGTERM')
+    const result = await Promise.race([run.exit, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), GRACE_MS + 5_000))])
+    t.same(result, { code: 0, signal: null }, 'the launcher exits 0, with its child, within the grace period')
+    await until('the child to exit', () => exited(run.child), 2_000)
+    t.pass('the child has exited')
+    t.ok(await portFree(run.port), 'the port is free')
+    t.notOk(existsSync(path.join(run.dataDir, 'agent-gateway.lock')), 'the data-dir lock is released')
+    t.match(run.output(), /agent-gateway ready/)
+    t.notMatch(run.output(), /grace period elapsed/, 'a clean stop, not the forced one')
+  },
+)
 
-t.test('started by an old Node: a launcher killed outright does not leave the service running', { skip: node === undefined ? 'no node older than 22.15 on this machine' : !existsSync(projectNode) ? 'node_modules/node (Node 24) is not installed' : false }, async (t) => {
-  const run = await launch()
-  t.teardown(() => {
-    for (const pid of [run.child, run.launcher.pid as number]) if (!exited(pid)) process.kill(pid, 'SIGKILL')
-  })
-  run.launcher.kill('SIGKILL')
-  await run.exit
-  const ms = await until('the orphaned child to stop', () => exited(run.child), GRACE_MS + 5_000)
-  t.pass(`the child stopped by itself ${ms} ms after its launcher died`)
-  t.ok(await portFree(run.port), 'the port is free')
-  t.notOk(existsSync(path.join(run.dataDir, 'agent-gateway.lock')), 'the data-dir lock is released (a graceful stop)')
-  t.match(run.output(), /the launcher \(pid \d+\) is gone; shutting down/)
-})
+t.test(
+  'started by an old Node: a launcher killed outright does not leave the service running',
+  { skip: node === undefined ? 'no node older than 22.15 on this machine' : !existsSync(projectNode) ? 'node_modules/node (Node 24) is not installed' : false },
+  async (t) => {
+    const run = await launch()
+    t.teardown(() => {
+      for (const pid of [run.child, run.launcher.pid as number]) if (!exited(pid)) process.kill(pid, 'SIGKILL')
+    })
+    run.launcher.kill('SIGKILL')
+    await run.exit
+    const ms = await until('the orphaned child to stop', () => exited(run.child), GRACE_MS + 5_000)
+    t.pass(`the child stopped by itself ${ms} ms after its launcher died`)
+    t.ok(await portFree(run.port), 'the port is free')
+    t.notOk(existsSync(path.join(run.dataDir, 'agent-gateway.lock')), 'the data-dir lock is released (a graceful stop)')
+    t.match(run.output(), /the launcher \(pid \d+\) is gone; shutting down/)
+  },
+)

@@ -138,7 +138,10 @@ t.test('x402 v1 (X-PAYMENT) buys a plan', async (t) => {
   const response = await payFetch(`${cli.gateway}/plans/${PLAN}/purchase`, { method: 'POST', headers: { authorization: `Bearer ${token}` } })
   t.equal(response.status, 200)
   t.ok(response.headers.get('x-payment-response'), 'v1 receipt header')
-  t.ok(sent.some((headers) => headers.get('x-payment')), 'the v1 client sent X-PAYMENT')
+  t.ok(
+    sent.some((headers) => headers.get('x-payment')),
+    'the v1 client sent X-PAYMENT',
+  )
   t.equal(await balance(buyer.address), 0n)
 })
 
@@ -242,8 +245,14 @@ t.test('the marketplace rail answers 401 and 403 with plans that can be bought, 
   t.equal(noPlan.status, 403)
   const refusal = await json<{ code: string; plans: { id: string }[] }>(noPlan)
   t.equal(refusal.code, 'plan_required')
-  t.same(refusal.plans.map((plan) => plan.id), [PLAN])
-  t.ok(refusal.plans.every((plan) => sold.includes(plan.id)), 'every plan offered can be bought')
+  t.same(
+    refusal.plans.map((plan) => plan.id),
+    [PLAN],
+  )
+  t.ok(
+    refusal.plans.every((plan) => sold.includes(plan.id)),
+    'every plan offered can be bought',
+  )
 })
 
 t.test('a plan covering only unbuilt operations is not sold: 409 before the 402', async (t) => {
@@ -262,7 +271,11 @@ t.test('a plan covering only unbuilt operations is not sold: 409 before the 402'
       const body = await json<{ code: string; planId: string; reason: string; plans: { id: string }[] }>(refused)
       t.match(body, { code: 'plan_unavailable', planId })
       t.ok(body.reason.length > 0, 'it says why')
-      t.same(body.plans.map((plan) => plan.id), sold, 'it offers what can be bought')
+      t.same(
+        body.plans.map((plan) => plan.id),
+        sold,
+        'it offers what can be bought',
+      )
     }
     // A paying client gets nowhere either: there is no challenge to pay.
     const paid = await payFetch(`${cli.gateway}/plans/${planId}/purchase`, { method: 'POST', headers: { 'svc-agent-authorization': `Bearer ${token}` } })

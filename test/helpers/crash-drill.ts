@@ -89,7 +89,11 @@ export async function crashDrill(options: DrillOptions): Promise<DrillResult> {
     const buyers = Array.from({ length: options.workers }, () => privateKeyToAccount(generatePrivateKey()))
     const tokens: string[] = []
     for (const buyer of buyers) {
-      const minted = await fetch(`${first.gateway}/dev/faucet`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ address: buyer.address, amountMicros: MINTED.toString() }) })
+      const minted = await fetch(`${first.gateway}/dev/faucet`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ address: buyer.address, amountMicros: MINTED.toString() }),
+      })
       if (minted.status !== 200) throw new Error(`faucet answered ${minted.status}`)
       tokens.push((await json(await fetch(`${first.gateway}/auth/register`, { method: 'POST' }))).accessToken as string)
     }
@@ -108,7 +112,14 @@ export async function crashDrill(options: DrillOptions): Promise<DrillResult> {
               : await pay(`${first.scheduler}/api/v1/tasks`, {
                   method: 'POST',
                   headers: { 'content-type': 'application/json', 'idempotency-key': `drill-${randomBytes(8).toString('hex')}`, 'x-pay-amount-micros': String(TASK_AMOUNT) },
-                  body: JSON.stringify({ runtime: 'python', entrypoint: 'main.py', source: 'print(1)', max_runtime_sec: 10, max_sibling_calls: 0, max_amount_usdc_micros: TASK_AMOUNT }),
+                  body: JSON.stringify({
+                    runtime: 'python',
+                    entrypoint: 'main.py',
+                    source: 'print(1)',
+                    max_runtime_sec: 10,
+                    max_sibling_calls: 0,
+                    max_amount_usdc_micros: TASK_AMOUNT,
+                  }),
                 })
           if (res.ok) answered += 1
           else if (!stop) problems.push(`a paid call answered ${res.status} before the kill: ${JSON.stringify(await json(res))}`)
@@ -133,7 +144,12 @@ export async function crashDrill(options: DrillOptions): Promise<DrillResult> {
     log(`restart ${restartMs.toFixed(0)} ms`)
     const metrics = async () => (await fetch(`${second.scheduler}/metrics`)).text()
     await eventually('every payment decided', async () => metric(await metrics(), 'agent_gateway_payments_open') === 0, 60_000).catch(async (error: unknown) => {
-      throw new Error(`${(error as Error).message}: ${(await metrics()).split('\n').filter((line) => line.startsWith('agent_gateway_payments_open')).join(', ')}\n${second.output().slice(-3000)}`)
+      throw new Error(
+        `${(error as Error).message}: ${(await metrics())
+          .split('\n')
+          .filter((line) => line.startsWith('agent_gateway_payments_open'))
+          .join(', ')}\n${second.output().slice(-3000)}`,
+      )
     })
 
     let deleted = 0
@@ -148,7 +164,8 @@ export async function crashDrill(options: DrillOptions): Promise<DrillResult> {
     }
     await eventually('every refund confirmed', async () => metric(await metrics(), 'agent_gateway_refunds_outstanding ') === 0, 120_000)
     const finals = new Map<string, bigint>()
-    for (const buyer of buyers) finals.set(buyer.address.toLowerCase(), BigInt((await json(await fetch(`${second.gateway}/dev/balances/${buyer.address}`))).balanceMicros as string))
+    for (const buyer of buyers)
+      finals.set(buyer.address.toLowerCase(), BigInt((await json(await fetch(`${second.gateway}/dev/balances/${buyer.address}`))).balanceMicros as string))
     await second.stop()
     cli = undefined
 

@@ -278,7 +278,10 @@ function mergeList(current: Json[], patch: Json[], path: string[]): Json[] {
 function pointerTokens(pointer: string): string[] {
   if (pointer === '') return []
   if (!pointer.startsWith('/')) throw new ApiError(422, 'Invalid', `invalid JSON pointer ${JSON.stringify(pointer)}`)
-  return pointer.slice(1).split('/').map((t) => t.replace(/~1/g, '/').replace(/~0/g, '~'))
+  return pointer
+    .slice(1)
+    .split('/')
+    .map((t) => t.replace(/~1/g, '/').replace(/~0/g, '~'))
 }
 
 function pointerGet(doc: Json, tokens: string[]): Json {
@@ -440,7 +443,8 @@ export function parseCel(source: string): CelExpr {
   const peek = (): string | undefined => list[position]
   const take = (expected?: string): string => {
     const token = list[position++]
-    if (token === undefined || (expected !== undefined && token !== expected)) throw new Error(`fake apiserver: unsupported CEL ${JSON.stringify(source)} (expected ${expected ?? 'more'} at token ${position})`)
+    if (token === undefined || (expected !== undefined && token !== expected))
+      throw new Error(`fake apiserver: unsupported CEL ${JSON.stringify(source)} (expected ${expected ?? 'more'} at token ${position})`)
     return token
   }
   const path = (): { root: 'self' | 'oldSelf'; fields: string[] } => {
@@ -580,7 +584,7 @@ function collectCelRules(schema: SchemaNode, at: string[] = []): CelRule[] {
 function prune(value: Json, schema: SchemaNode | undefined, path: string, unknown: string[]): void {
   if (schema === undefined || schema['x-kubernetes-preserve-unknown-fields'] === true) return
   if (Array.isArray(value) && isRecord(schema.items)) {
-    value.forEach((item, i) => prune(item, schema.items as SchemaNode, `${path}[${i}]`, unknown))
+    for (const [i, item] of value.entries()) prune(item, schema.items as SchemaNode, `${path}[${i}]`, unknown)
     return
   }
   if (!isRecord(value) || schema.type !== 'object') return
@@ -599,7 +603,7 @@ function prune(value: Json, schema: SchemaNode | undefined, path: string, unknow
 
 function applyDefaults(value: Json, schema: SchemaNode | undefined): void {
   if (schema === undefined) return
-  if (Array.isArray(value) && isRecord(schema.items)) value.forEach((item) => applyDefaults(item, schema.items as SchemaNode))
+  if (Array.isArray(value) && isRecord(schema.items)) for (const item of value) applyDefaults(item, schema.items as SchemaNode)
   if (!isRecord(value) || !isRecord(schema.properties)) return
   for (const [key, child] of Object.entries(schema.properties as Record<string, SchemaNode>)) {
     if (value[key] === undefined && child.default !== undefined) value[key] = clone(child.default)
@@ -616,7 +620,13 @@ function compileSchema(schema: SchemaNode): ValidateFunction {
 }
 
 function fieldPath(instancePath: string): string {
-  return instancePath.replace(/^\//, '').split('/').map((s) => (/^\d+$/.test(s) ? `[${s}]` : `.${s}`)).join('').replace(/^\./, '').replace(/\.\[/g, '[')
+  return instancePath
+    .replace(/^\//, '')
+    .split('/')
+    .map((s) => (/^\d+$/.test(s) ? `[${s}]` : `.${s}`))
+    .join('')
+    .replace(/^\./, '')
+    .replace(/\.\[/g, '[')
 }
 
 // ---------------------------------------------------------------- selectors
@@ -624,7 +634,10 @@ function fieldPath(instancePath: string): string {
 type LabelRequirement = { key: string; op: 'in' | 'notin' | 'exists' | '!exists'; values: string[] }
 
 export function parseLabelSelector(selector: string): LabelRequirement[] {
-  const parts = selector.split(/,(?![^(]*\))/).map((p) => p.trim()).filter((p) => p.length > 0)
+  const parts = selector
+    .split(/,(?![^(]*\))/)
+    .map((p) => p.trim())
+    .filter((p) => p.length > 0)
   return parts.map((part): LabelRequirement => {
     let match: RegExpMatchArray | null
     if ((match = part.match(/^([^\s!=]+)\s+(in|notin)\s+\(([^)]*)\)$/))) {
@@ -652,15 +665,23 @@ function matchesLabels(labels: Record<string, string> | undefined, requirements:
 type FieldRequirement = { path: string; equals: boolean; value: string }
 
 function parseFieldSelector(selector: string, type: ResourceType): FieldRequirement[] {
-  return selector.split(',').map((p) => p.trim()).filter((p) => p.length > 0).map((part) => {
-    const match = part.match(/^([^=!]+?)\s*(==|=|!=)\s*(.*)$/)
-    if (match === null) throw new ApiError(400, 'BadRequest', `invalid selector: '${part}'; can't understand '${part}'`)
-    const path = match[1] as string
-    if (path !== 'metadata.name' && path !== 'metadata.namespace' && !type.selectableFields.includes(path)) {
-      throw new ApiError(400, 'BadRequest', `"${path}" is not a known field selector: only "metadata.name", "metadata.namespace"${type.selectableFields.map((f) => `, "${f}"`).join('')}`)
-    }
-    return { path, equals: match[2] !== '!=', value: match[3] as string }
-  })
+  return selector
+    .split(',')
+    .map((p) => p.trim())
+    .filter((p) => p.length > 0)
+    .map((part) => {
+      const match = part.match(/^([^=!]+?)\s*(==|=|!=)\s*(.*)$/)
+      if (match === null) throw new ApiError(400, 'BadRequest', `invalid selector: '${part}'; can't understand '${part}'`)
+      const path = match[1] as string
+      if (path !== 'metadata.name' && path !== 'metadata.namespace' && !type.selectableFields.includes(path)) {
+        throw new ApiError(
+          400,
+          'BadRequest',
+          `"${path}" is not a known field selector: only "metadata.name", "metadata.namespace"${type.selectableFields.map((f) => `, "${f}"`).join('')}`,
+        )
+      }
+      return { path, equals: match[2] !== '!=', value: match[3] as string }
+    })
 }
 
 function matchesFields(object: KubeObject, requirements: FieldRequirement[]): boolean {
@@ -738,10 +759,19 @@ function builtIn(apiVersion: string, kind: string, plural: string, options: Buil
 /** Built-ins, stored opaquely: what the controller, the Job executor and a Helm install touch. */
 const BUILT_INS: ResourceType[] = [
   builtIn('v1', 'Namespace', 'namespaces', { clusterScoped: true, shortNames: ['ns'], status: true, selectableFields: ['status.phase'] }),
-  builtIn('v1', 'Pod', 'pods', { shortNames: ['po'], categories: ['all'], status: true, generation: true, selectableFields: ['spec.nodeName', 'spec.restartPolicy', 'spec.serviceAccountName', 'status.phase', 'status.podIP'] }),
+  builtIn('v1', 'Pod', 'pods', {
+    shortNames: ['po'],
+    categories: ['all'],
+    status: true,
+    generation: true,
+    selectableFields: ['spec.nodeName', 'spec.restartPolicy', 'spec.serviceAccountName', 'status.phase', 'status.podIP'],
+  }),
   builtIn('v1', 'Secret', 'secrets', { selectableFields: ['type'] }),
   builtIn('v1', 'ConfigMap', 'configmaps', { shortNames: ['cm'] }),
-  builtIn('v1', 'Event', 'events', { shortNames: ['ev'], selectableFields: ['involvedObject.kind', 'involvedObject.name', 'involvedObject.namespace', 'involvedObject.uid', 'reason', 'type'] }),
+  builtIn('v1', 'Event', 'events', {
+    shortNames: ['ev'],
+    selectableFields: ['involvedObject.kind', 'involvedObject.name', 'involvedObject.namespace', 'involvedObject.uid', 'reason', 'type'],
+  }),
   builtIn('v1', 'Service', 'services', { shortNames: ['svc'], categories: ['all'], status: true }),
   builtIn('v1', 'ServiceAccount', 'serviceaccounts', { shortNames: ['sa'] }),
   builtIn('v1', 'PersistentVolumeClaim', 'persistentvolumeclaims', { shortNames: ['pvc'], status: true }),
@@ -761,7 +791,13 @@ const BUILT_INS: ResourceType[] = [
   builtIn('rbac.authorization.k8s.io/v1', 'ClusterRoleBinding', 'clusterrolebindings', { clusterScoped: true }),
   builtIn('node.k8s.io/v1', 'RuntimeClass', 'runtimeclasses', { clusterScoped: true }),
   builtIn('autoscaling/v2', 'HorizontalPodAutoscaler', 'horizontalpodautoscalers', { shortNames: ['hpa'], categories: ['all'], status: true, generation: true }),
-  builtIn('apiextensions.k8s.io/v1', 'CustomResourceDefinition', 'customresourcedefinitions', { clusterScoped: true, shortNames: ['crd', 'crds'], categories: ['api-extensions'], status: true, generation: true }),
+  builtIn('apiextensions.k8s.io/v1', 'CustomResourceDefinition', 'customresourcedefinitions', {
+    clusterScoped: true,
+    shortNames: ['crd', 'crds'],
+    categories: ['api-extensions'],
+    status: true,
+    generation: true,
+  }),
 ]
 
 interface CrdShape {
@@ -955,7 +991,11 @@ class ApiState {
     const unknown: string[] = []
     prune(object, type.schema, '', unknown)
     if (unknown.length > 0 && context.fieldValidation === 'Strict') {
-      throw new ApiError(400, 'BadRequest', `${type.kind} in version "${type.version}" cannot be handled as a ${type.kind}: strict decoding error: ${unknown.map((u) => `unknown field "${u}"`).join(', ')}`)
+      throw new ApiError(
+        400,
+        'BadRequest',
+        `${type.kind} in version "${type.version}" cannot be handled as a ${type.kind}: strict decoding error: ${unknown.map((u) => `unknown field "${u}"`).join(', ')}`,
+      )
     }
     if (context.fieldValidation === 'Warn') context.warnings.push(...unknown.map((u) => `unknown field "${u}"`))
     applyDefaults(object, type.schema)
@@ -966,7 +1006,11 @@ class ApiState {
         const missing = error.keyword === 'required' ? `${field === '<root>' ? '' : `${field}.`}${String(error.params.missingProperty)}` : undefined
         causes.push({
           reason: missing ? 'FieldValueRequired' : error.keyword === 'enum' ? 'FieldValueNotSupported' : 'FieldValueInvalid',
-          message: missing ? 'Required value' : error.keyword === 'enum' ? `Unsupported value: ${JSON.stringify(pointerGet(object, pointerTokens(error.instancePath)))}: supported values: ${(error.params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}` : `Invalid value: ${JSON.stringify(pointerGet(object, pointerTokens(error.instancePath)))}: ${error.message ?? 'invalid'}`,
+          message: missing
+            ? 'Required value'
+            : error.keyword === 'enum'
+              ? `Unsupported value: ${JSON.stringify(pointerGet(object, pointerTokens(error.instancePath)))}: supported values: ${(error.params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`
+              : `Invalid value: ${JSON.stringify(pointerGet(object, pointerTokens(error.instancePath)))}: ${error.message ?? 'invalid'}`,
           field: missing ?? field,
         })
       }
@@ -982,7 +1026,8 @@ class ApiState {
       } catch {
         ok = false
       }
-      if (!ok) causes.push({ reason: 'FieldValueInvalid', message: `Invalid value: "${isRecord(self) ? 'object' : typeof self}": ${rule.message}`, field: rule.at.join('.') || '<root>' })
+      if (!ok)
+        causes.push({ reason: 'FieldValueInvalid', message: `Invalid value: "${isRecord(self) ? 'object' : typeof self}": ${rule.message}`, field: rule.at.join('.') || '<root>' })
     }
     if (causes.length > 0) {
       throw new ApiError(422, 'Invalid', `${type.kind}.${type.group} "${object.metadata.name}" is invalid: ${causes.map((c) => `${c.field}: ${c.message}`).join(', ')}`, {
@@ -1000,14 +1045,20 @@ class ApiState {
     for (const field of ['acquireTime', 'renewTime'] as const) {
       const value = spec[field]
       if (value !== undefined && value !== null && (typeof value !== 'string' || !MICRO_TIME.test(value))) {
-        throw new ApiError(400, 'BadRequest', `Lease in version "v1" cannot be handled as a Lease: parsing time ${JSON.stringify(value)} as "2006-01-02T15:04:05.000000Z07:00": cannot parse (spec.${field} must be a MicroTime with 6 fractional digits)`)
+        throw new ApiError(
+          400,
+          'BadRequest',
+          `Lease in version "v1" cannot be handled as a Lease: parsing time ${JSON.stringify(value)} as "2006-01-02T15:04:05.000000Z07:00": cannot parse (spec.${field} must be a MicroTime with 6 fractional digits)`,
+        )
       }
     }
   }
 
   #recordManager(object: KubeObject, type: ResourceType, context: WriteContext, manager: string | undefined): void {
     if (manager === undefined) return
-    const entries = (object.metadata.managedFields ?? []).filter((e) => !(e.manager === manager && e.operation === context.operation && (e.subresource ?? undefined) === context.subresource))
+    const entries = (object.metadata.managedFields ?? []).filter(
+      (e) => !(e.manager === manager && e.operation === context.operation && (e.subresource ?? undefined) === context.subresource),
+    )
     const applied = isRecord(context.applied) ? { ...context.applied } : {}
     delete applied.apiVersion
     delete applied.kind
@@ -1046,12 +1097,21 @@ class ApiState {
         meta.name = meta.generateName + Array.from(randomBytes(5), (b) => GENERATE_NAME_ALPHABET[b % GENERATE_NAME_ALPHABET.length]).join('')
       } while (this.bucket(type).has(objectKey(meta.namespace, meta.name)))
     }
-    if (typeof meta.name !== 'string' || meta.name === '') throw new ApiError(422, 'Invalid', `${type.kind} "" is invalid: metadata.name: Required value: name or generateName is required`)
+    if (typeof meta.name !== 'string' || meta.name === '')
+      throw new ApiError(422, 'Invalid', `${type.kind} "" is invalid: metadata.name: Required value: name or generateName is required`)
     if (meta.name.length > 253 || !NAME_PATTERN.test(meta.name)) {
-      throw new ApiError(422, 'Invalid', `${type.kind} "${meta.name}" is invalid: metadata.name: Invalid value: "${meta.name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'`)
+      throw new ApiError(
+        422,
+        'Invalid',
+        `${type.kind} "${meta.name}" is invalid: metadata.name: Invalid value: "${meta.name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'`,
+      )
     }
     if (this.bucket(type).has(objectKey(meta.namespace, meta.name))) {
-      throw new ApiError(409, 'AlreadyExists', `${type.plural}${type.group ? `.${type.group}` : ''} "${meta.name}" already exists`, { name: meta.name, group: type.group, kind: type.plural })
+      throw new ApiError(409, 'AlreadyExists', `${type.plural}${type.group ? `.${type.group}` : ''} "${meta.name}" already exists`, {
+        name: meta.name,
+        group: type.group,
+        kind: type.plural,
+      })
     }
     object.apiVersion = type.apiVersion
     object.kind = type.kind
@@ -1103,7 +1163,12 @@ class ApiState {
       }
       if (current.metadata.deletionTimestamp !== undefined) {
         const added = (meta.finalizers ?? []).filter((f) => !(current.metadata.finalizers ?? []).includes(f))
-        if (added.length > 0) throw new ApiError(422, 'Invalid', `${type.kind} "${meta.name}" is invalid: metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers ${JSON.stringify(added)}`)
+        if (added.length > 0)
+          throw new ApiError(
+            422,
+            'Invalid',
+            `${type.kind} "${meta.name}" is invalid: metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers ${JSON.stringify(added)}`,
+          )
       }
     }
     this.#admit(type, next, current, context)
@@ -1126,14 +1191,23 @@ class ApiState {
   }
 
   /** Deletes (or marks for deletion while finalizers remain); returns the object and whether it is gone. */
-  delete(type: ResourceType, namespace: string | undefined, name: string, options: { propagationPolicy?: string; preconditions?: { uid?: string; resourceVersion?: string }; dryRun: boolean }): { object: KubeObject; gone: boolean } {
+  delete(
+    type: ResourceType,
+    namespace: string | undefined,
+    name: string,
+    options: { propagationPolicy?: string; preconditions?: { uid?: string; resourceVersion?: string }; dryRun: boolean },
+  ): { object: KubeObject; gone: boolean } {
     const current = this.read(type, namespace, name)
     const { preconditions } = options
     if (preconditions?.uid !== undefined && preconditions.uid !== current.metadata.uid) {
       throw new ApiError(409, 'Conflict', `Precondition failed: UID in precondition: ${preconditions.uid}, UID in object meta: ${current.metadata.uid}`)
     }
     if (preconditions?.resourceVersion !== undefined && preconditions.resourceVersion !== current.metadata.resourceVersion) {
-      throw new ApiError(409, 'Conflict', `Precondition failed: ResourceVersion in precondition: ${preconditions.resourceVersion}, ResourceVersion in object meta: ${current.metadata.resourceVersion}`)
+      throw new ApiError(
+        409,
+        'Conflict',
+        `Precondition failed: ResourceVersion in precondition: ${preconditions.resourceVersion}, ResourceVersion in object meta: ${current.metadata.resourceVersion}`,
+      )
     }
     if (options.dryRun) return { object: clone(current), gone: (current.metadata.finalizers ?? []).length === 0 }
     const policy = options.propagationPolicy ?? type.defaultPropagation
@@ -1236,10 +1310,14 @@ function validateMetadata(type: ResourceType, meta: ObjectMetadata): void {
     const prefix = slash >= 0 ? key.slice(0, slash) : undefined
     const name = slash >= 0 ? key.slice(slash + 1) : key
     if ((prefix !== undefined && (prefix.length > 253 || !NAME_PATTERN.test(prefix))) || name.length > 63 || !LABEL_NAME.test(name)) {
-      causes.push(`metadata.labels: Invalid value: ${JSON.stringify(key)}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character`)
+      causes.push(
+        `metadata.labels: Invalid value: ${JSON.stringify(key)}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character`,
+      )
     }
     if (typeof value !== 'string' || value.length > 63 || !LABEL_VALUE.test(value)) {
-      causes.push(`metadata.labels: Invalid value: ${JSON.stringify(value)}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (at most 63 characters)`)
+      causes.push(
+        `metadata.labels: Invalid value: ${JSON.stringify(value)}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (at most 63 characters)`,
+      )
     }
   }
   const references = meta.ownerReferences ?? []
@@ -1250,7 +1328,12 @@ function validateMetadata(type: ResourceType, meta: ObjectMetadata): void {
     if (!ref.uid) causes.push('metadata.ownerReferences.uid: Invalid value: "": uid must not be empty')
   }
   if (references.filter((ref) => ref.controller === true).length > 1) causes.push('metadata.ownerReferences: Invalid value: only one reference can have Controller set to true')
-  if (causes.length > 0) throw new ApiError(422, 'Invalid', `${type.kind} "${meta.name}" is invalid: ${causes.join(', ')}`, { name: meta.name, kind: type.plural, causes: causes.map((message) => ({ reason: 'FieldValueInvalid', message })) })
+  if (causes.length > 0)
+    throw new ApiError(422, 'Invalid', `${type.kind} "${meta.name}" is invalid: ${causes.join(', ')}`, {
+      name: meta.name,
+      kind: type.plural,
+      causes: causes.map((message) => ({ reason: 'FieldValueInvalid', message })),
+    })
 }
 
 /** What the apiextensions controllers report once a CRD is served. */
@@ -1300,7 +1383,11 @@ function defaultJob(job: KubeObject): void {
 }
 
 function matchesWatcher(watcher: Watcher, object: KubeObject): boolean {
-  return (watcher.namespace === undefined || object.metadata.namespace === watcher.namespace) && matchesLabels(object.metadata.labels, watcher.labels) && matchesFields(object, watcher.fields)
+  return (
+    (watcher.namespace === undefined || object.metadata.namespace === watcher.namespace) &&
+    matchesLabels(object.metadata.labels, watcher.labels) &&
+    matchesFields(object, watcher.fields)
+  )
 }
 
 /** Sends one history event to a watcher, as the selectors see it (a MODIFIED that leaves the selection is a DELETED). */
@@ -1360,7 +1447,15 @@ function discoveryResources(state: ApiState, group: string, version: string): Js
   const verbs = ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch']
   const out: JsonRecord[] = []
   for (const type of state.types.filter((t) => t.group === group && t.version === version)) {
-    out.push({ name: type.plural, singularName: type.singular, namespaced: type.namespaced, kind: type.kind, verbs, ...(type.shortNames.length ? { shortNames: type.shortNames } : {}), ...(type.categories.length ? { categories: type.categories } : {}) })
+    out.push({
+      name: type.plural,
+      singularName: type.singular,
+      namespaced: type.namespaced,
+      kind: type.kind,
+      verbs,
+      ...(type.shortNames.length ? { shortNames: type.shortNames } : {}),
+      ...(type.categories.length ? { categories: type.categories } : {}),
+    })
     if (type.statusSubresource) out.push({ name: `${type.plural}/status`, singularName: '', namespaced: type.namespaced, kind: type.kind, verbs: ['get', 'patch', 'update'] })
     if (type.kind === 'Pod') out.push({ name: 'pods/log', singularName: '', namespaced: true, kind: 'Pod', verbs: ['get'] })
   }
@@ -1459,7 +1554,14 @@ function parseBody(bytes: Buffer, contentType: string | undefined): Json {
 type ProtoField = { name: string; kind: 'string' | 'bytes' | 'varint' | 'bool' | 'message' | 'stringMap' | 'bytesMap'; repeated?: boolean; message?: ProtoSchema }
 type ProtoSchema = Record<number, ProtoField>
 
-const OWNER_REFERENCE_PROTO: ProtoSchema = { 1: { name: 'kind', kind: 'string' }, 3: { name: 'name', kind: 'string' }, 4: { name: 'uid', kind: 'string' }, 5: { name: 'apiVersion', kind: 'string' }, 6: { name: 'controller', kind: 'bool' }, 7: { name: 'blockOwnerDeletion', kind: 'bool' } }
+const OWNER_REFERENCE_PROTO: ProtoSchema = {
+  1: { name: 'kind', kind: 'string' },
+  3: { name: 'name', kind: 'string' },
+  4: { name: 'uid', kind: 'string' },
+  5: { name: 'apiVersion', kind: 'string' },
+  6: { name: 'controller', kind: 'bool' },
+  7: { name: 'blockOwnerDeletion', kind: 'bool' },
+}
 const OBJECT_META_PROTO: ProtoSchema = {
   1: { name: 'name', kind: 'string' },
   2: { name: 'generateName', kind: 'string' },
@@ -1472,8 +1574,19 @@ const OBJECT_META_PROTO: ProtoSchema = {
   14: { name: 'finalizers', kind: 'string', repeated: true },
 }
 const BODY_PROTO: Record<string, ProtoSchema> = {
-  Secret: { 1: { name: 'metadata', kind: 'message', message: OBJECT_META_PROTO }, 2: { name: 'data', kind: 'bytesMap' }, 3: { name: 'type', kind: 'string' }, 4: { name: 'stringData', kind: 'stringMap' }, 5: { name: 'immutable', kind: 'bool' } },
-  ConfigMap: { 1: { name: 'metadata', kind: 'message', message: OBJECT_META_PROTO }, 2: { name: 'data', kind: 'stringMap' }, 3: { name: 'binaryData', kind: 'bytesMap' }, 4: { name: 'immutable', kind: 'bool' } },
+  Secret: {
+    1: { name: 'metadata', kind: 'message', message: OBJECT_META_PROTO },
+    2: { name: 'data', kind: 'bytesMap' },
+    3: { name: 'type', kind: 'string' },
+    4: { name: 'stringData', kind: 'stringMap' },
+    5: { name: 'immutable', kind: 'bool' },
+  },
+  ConfigMap: {
+    1: { name: 'metadata', kind: 'message', message: OBJECT_META_PROTO },
+    2: { name: 'data', kind: 'stringMap' },
+    3: { name: 'binaryData', kind: 'bytesMap' },
+    4: { name: 'immutable', kind: 'bool' },
+  },
   DeleteOptions: { 3: { name: 'orphanDependents', kind: 'bool' }, 4: { name: 'propagationPolicy', kind: 'string' } },
 }
 
@@ -1531,10 +1644,14 @@ function decodeProto(bytes: Buffer, schema: ProtoSchema): JsonRecord {
 function decodeProtobufBody(bytes: Buffer): Json {
   if (bytes.length === 0) return undefined
   if (bytes.subarray(0, 4).toString('latin1') !== 'k8s\0') throw new ApiError(400, 'BadRequest', 'protobuf body without the k8s envelope')
-  const unknown = decodeProto(bytes.subarray(4), { 1: { name: 'typeMeta', kind: 'message', message: { 1: { name: 'apiVersion', kind: 'string' }, 2: { name: 'kind', kind: 'string' } } }, 2: { name: 'raw', kind: 'bytes' } })
+  const unknown = decodeProto(bytes.subarray(4), {
+    1: { name: 'typeMeta', kind: 'message', message: { 1: { name: 'apiVersion', kind: 'string' }, 2: { name: 'kind', kind: 'string' } } },
+    2: { name: 'raw', kind: 'bytes' },
+  })
   const typeMeta = (unknown.typeMeta ?? {}) as { apiVersion?: string; kind?: string }
   const schema = BODY_PROTO[typeMeta.kind ?? '']
-  if (schema === undefined) throw new ApiError(415, 'UnsupportedMediaType', `the fake API server decodes protobuf only for ${Object.keys(BODY_PROTO).join(', ')}, not ${typeMeta.kind}`)
+  if (schema === undefined)
+    throw new ApiError(415, 'UnsupportedMediaType', `the fake API server decodes protobuf only for ${Object.keys(BODY_PROTO).join(', ')}, not ${typeMeta.kind}`)
   const object = decodeProto(Buffer.from(String(unknown.raw ?? ''), 'base64'), schema)
   return typeMeta.kind === 'DeleteOptions' ? object : { apiVersion: typeMeta.apiVersion, kind: typeMeta.kind, ...object }
 }
@@ -1551,7 +1668,8 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
   const namespaceType = state.typeOf('v1', 'Namespace')
   const systemWrite: WriteContext = { operation: 'Update', dryRun: false, fieldValidation: 'Ignore', warnings: [] }
   for (const crd of options.crds ?? [TASK_CRD, RUN_CRD]) state.create(crdType, undefined, crd, systemWrite)
-  for (const name of options.namespaces ?? ['default']) state.create(namespaceType, undefined, { apiVersion: 'v1', kind: 'Namespace', metadata: { name }, spec: { finalizers: ['kubernetes'] } }, systemWrite)
+  for (const name of options.namespaces ?? ['default'])
+    state.create(namespaceType, undefined, { apiVersion: 'v1', kind: 'Namespace', metadata: { name }, spec: { finalizers: ['kubernetes'] } }, systemWrite)
   for (const ns of state.list(namespaceType, undefined)) state.writeStatus(namespaceType, ns, { phase: 'Active' })
 
   const openStreams = new Set<ServerResponse>()
@@ -1611,7 +1729,11 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
     if (url.searchParams.get('sendInitialEvents') === 'true' || requested === '' || requested === '0') {
       for (const object of state.list(route.type, route.namespace, labels, fields)) write('ADDED', object)
       if (url.searchParams.get('sendInitialEvents') === 'true' && bookmarks) {
-        write('BOOKMARK', { kind: route.type.kind, apiVersion: route.type.apiVersion, metadata: { resourceVersion: String(state.rv), annotations: { 'k8s.io/initial-events-end': 'true' } } })
+        write('BOOKMARK', {
+          kind: route.type.kind,
+          apiVersion: route.type.apiVersion,
+          metadata: { resourceVersion: String(state.rv), annotations: { 'k8s.io/initial-events-end': 'true' } },
+        })
       }
     } else {
       const from = Number(requested)
@@ -1638,13 +1760,18 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
     const container = containers[0]
     const waiting = isRecord(container?.state) && isRecord((container.state as JsonRecord).waiting) ? ((container.state as JsonRecord).waiting as JsonRecord) : undefined
     if (container === undefined || waiting !== undefined) {
-      const name = (Array.isArray((pod.spec as JsonRecord | undefined)?.containers) ? (((pod.spec as JsonRecord).containers as JsonRecord[])[0]?.name as string) : undefined) ?? 'script'
+      const name =
+        (Array.isArray((pod.spec as JsonRecord | undefined)?.containers) ? (((pod.spec as JsonRecord).containers as JsonRecord[])[0]?.name as string) : undefined) ?? 'script'
       throw new ApiError(400, 'BadRequest', `container "${name}" in pod "${pod.metadata.name}" is waiting to start: ${String(waiting?.reason ?? 'ContainerCreating')}`)
     }
     const key = objectKey(pod.metadata.namespace, pod.metadata.name)
     let text = state.podLogs.get(key) ?? ''
     const tail = url.searchParams.get('tailLines')
-    if (tail !== null) text = text.split(/(?<=\n)/).slice(-Number(tail)).join('')
+    if (tail !== null)
+      text = text
+        .split(/(?<=\n)/)
+        .slice(-Number(tail))
+        .join('')
     const limit = url.searchParams.get('limitBytes')
     if (limit !== null) text = Buffer.from(text).subarray(0, Number(limit)).toString('utf8')
     const terminated = isRecord(container.state) && isRecord((container.state as JsonRecord).terminated)
@@ -1669,7 +1796,8 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
     const { type, namespace, name, subresource } = route
     const method = req.method ?? 'GET'
     // A namespaced resource without a namespace in the path can only be listed or watched.
-    if (type.namespaced && namespace === undefined && (name !== undefined || method !== 'GET')) throw new ApiError(404, 'NotFound', 'the server could not find the requested resource')
+    if (type.namespaced && namespace === undefined && (name !== undefined || method !== 'GET'))
+      throw new ApiError(404, 'NotFound', 'the server could not find the requested resource')
     if (subresource !== undefined && !(subresource === 'status' && type.statusSubresource) && !(subresource === 'log' && type.kind === 'Pod')) {
       throw new ApiError(404, 'NotFound', 'the server could not find the requested resource')
     }
@@ -1699,7 +1827,13 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
       const labels = parseLabelSelector(url.searchParams.get('labelSelector') ?? '')
       const fields = parseFieldSelector(url.searchParams.get('fieldSelector') ?? '', type)
       const options = isRecord(body) ? body : {}
-      const deleted = state.list(type, namespace, labels, fields).map((object) => state.delete(type, namespace, object.metadata.name, { propagationPolicy: (options.propagationPolicy as string | undefined) ?? url.searchParams.get('propagationPolicy') ?? undefined, dryRun: url.searchParams.get('dryRun') === 'All' }).object)
+      const deleted = state.list(type, namespace, labels, fields).map(
+        (object) =>
+          state.delete(type, namespace, object.metadata.name, {
+            propagationPolicy: (options.propagationPolicy as string | undefined) ?? url.searchParams.get('propagationPolicy') ?? undefined,
+            dryRun: url.searchParams.get('dryRun') === 'All',
+          }).object,
+      )
       return send(res, 200, { apiVersion: type.apiVersion, kind: type.listKind, metadata: { resourceVersion: String(state.rv) }, items: deleted })
     }
     if (name === undefined) throw new ApiError(405, 'MethodNotAllowed', `the server does not allow this method on the requested resource`)
@@ -1714,34 +1848,59 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
     }
     if (method === 'PATCH') {
       if (contentType === undefined || !PATCH_TYPES.includes(contentType) || (type.custom && contentType === 'application/strategic-merge-patch+json')) {
-        throw new ApiError(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml${type.custom ? '' : ', application/strategic-merge-patch+json'}`)
+        throw new ApiError(
+          415,
+          'UnsupportedMediaType',
+          `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml${type.custom ? '' : ', application/strategic-merge-patch+json'}`,
+        )
       }
       const apply = contentType === 'application/apply-patch+yaml'
       const context = writeContext(url, req, apply ? 'Apply' : 'Update', subresource, body)
-      if (apply && url.searchParams.get('fieldManager') === null) throw new ApiError(422, 'Invalid', 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch')
+      if (apply && url.searchParams.get('fieldManager') === null)
+        throw new ApiError(422, 'Invalid', 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch')
       const existing = state.bucket(type).get(objectKey(type.namespaced ? namespace : undefined, name))
       if (existing === undefined) {
         if (!apply || subresource !== undefined) throw notFound(type, name)
-        const created = state.create(type, namespace, { ...(isRecord(body) ? body : {}), metadata: { ...(isRecord(body) && isRecord(body.metadata) ? body.metadata : {}), name } }, context)
+        const created = state.create(
+          type,
+          namespace,
+          { ...(isRecord(body) ? body : {}), metadata: { ...(isRecord(body) && isRecord(body.metadata) ? body.metadata : {}), name } },
+          context,
+        )
         return send(res, 201, created, warningHeaders(context))
       }
       if (apply && isRecord(body) && ((body.apiVersion !== undefined && body.apiVersion !== type.apiVersion) || (body.kind !== undefined && body.kind !== type.kind))) {
-        throw new ApiError(400, 'BadRequest', `the apiVersion/kind of the applied object (${String(body.apiVersion)}, ${String(body.kind)}) does not match ${type.apiVersion}, ${type.kind}`)
+        throw new ApiError(
+          400,
+          'BadRequest',
+          `the apiVersion/kind of the applied object (${String(body.apiVersion)}, ${String(body.kind)}) does not match ${type.apiVersion}, ${type.kind}`,
+        )
       }
       const patched =
-        contentType === 'application/json-patch+json' ? jsonPatch(existing, body) : contentType === 'application/strategic-merge-patch+json' ? strategicMergePatch(existing, body) : mergePatch(existing, body)
+        contentType === 'application/json-patch+json'
+          ? jsonPatch(existing, body)
+          : contentType === 'application/strategic-merge-patch+json'
+            ? strategicMergePatch(existing, body)
+            : mergePatch(existing, body)
       const expected = isRecord(patched) && isRecord(patched.metadata) ? (patched.metadata.resourceVersion as string | undefined) : undefined
       return send(res, 200, state.update(type, existing, patched, context, expected), warningHeaders(context))
     }
     if (method === 'DELETE') {
       const options = isRecord(body) ? body : {}
       const result = state.delete(type, namespace, name, {
-        propagationPolicy: (options.propagationPolicy as string | undefined) ?? url.searchParams.get('propagationPolicy') ?? (options.orphanDependents === true ? 'Orphan' : undefined),
+        propagationPolicy:
+          (options.propagationPolicy as string | undefined) ?? url.searchParams.get('propagationPolicy') ?? (options.orphanDependents === true ? 'Orphan' : undefined),
         ...(isRecord(options.preconditions) ? { preconditions: options.preconditions as { uid?: string; resourceVersion?: string } } : {}),
         dryRun: url.searchParams.get('dryRun') === 'All' || (Array.isArray(options.dryRun) && options.dryRun.includes('All')),
       })
       if (!result.gone || !type.custom) return send(res, 200, result.object)
-      return send(res, 200, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, group: type.group, kind: type.plural, uid: result.object.metadata.uid } })
+      return send(res, 200, {
+        kind: 'Status',
+        apiVersion: 'v1',
+        metadata: {},
+        status: 'Success',
+        details: { name, group: type.group, kind: type.plural, uid: result.object.metadata.uid },
+      })
     }
     throw new ApiError(405, 'MethodNotAllowed', `the server does not allow this method on the requested resource`)
   }
@@ -1751,9 +1910,23 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
     requests.push({ method: req.method ?? 'GET', path: `${url.pathname}${url.search}`, contentType: req.headers['content-type'] })
     // kubectl (client-go) sends no bearer token over plain http, so only a wrong token is refused.
     if (req.headers.authorization !== undefined && req.headers.authorization !== `Bearer ${token}`) return send(res, 401, statusBody(401, 'Unauthorized', 'Unauthorized'))
-    const segments = url.pathname.split('/').filter((s) => s.length > 0).map(decodeURIComponent)
+    const segments = url.pathname
+      .split('/')
+      .filter((s) => s.length > 0)
+      .map(decodeURIComponent)
     const path = `/${segments.join('/')}`
-    if (path === '/version') return send(res, 200, { major: '1', minor: '35', gitVersion: 'v1.35.0-fake', gitCommit: 'fake', gitTreeState: 'clean', buildDate: '2026-01-01T00:00:00Z', goVersion: 'go1.25', compiler: 'gc', platform: 'linux/amd64' })
+    if (path === '/version')
+      return send(res, 200, {
+        major: '1',
+        minor: '35',
+        gitVersion: 'v1.35.0-fake',
+        gitCommit: 'fake',
+        gitTreeState: 'clean',
+        buildDate: '2026-01-01T00:00:00Z',
+        goVersion: 'go1.25',
+        compiler: 'gc',
+        platform: 'linux/amd64',
+      })
     if (path === '/healthz' || path === '/readyz' || path === '/livez') {
       res.writeHead(200, { 'Content-Type': 'text/plain' })
       return void res.end('ok')
@@ -1762,13 +1935,20 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
     if (path === '/api/v1') return send(res, 200, { kind: 'APIResourceList', groupVersion: 'v1', resources: discoveryResources(state, '', 'v1') })
     if (path === '/apis') return send(res, 200, { kind: 'APIGroupList', apiVersion: 'v1', groups: [...groupVersions(state)].map(([name, versions]) => apiGroup(name, versions)) })
     const groups = groupVersions(state)
-    if (segments[0] === 'apis' && segments.length === 2 && groups.has(segments[1] as string)) return send(res, 200, { kind: 'APIGroup', apiVersion: 'v1', ...apiGroup(segments[1] as string, groups.get(segments[1] as string) as string[]) })
+    if (segments[0] === 'apis' && segments.length === 2 && groups.has(segments[1] as string))
+      return send(res, 200, { kind: 'APIGroup', apiVersion: 'v1', ...apiGroup(segments[1] as string, groups.get(segments[1] as string) as string[]) })
     if (segments[0] === 'apis' && segments.length === 3 && groups.get(segments[1] as string)?.includes(segments[2] as string)) {
-      return send(res, 200, { kind: 'APIResourceList', apiVersion: 'v1', groupVersion: `${segments[1]}/${segments[2]}`, resources: discoveryResources(state, segments[1] as string, segments[2] as string) })
+      return send(res, 200, {
+        kind: 'APIResourceList',
+        apiVersion: 'v1',
+        groupVersion: `${segments[1]}/${segments[2]}`,
+        resources: discoveryResources(state, segments[1] as string, segments[2] as string),
+      })
     }
     if (path === '/openapi/v3') {
       const paths: JsonRecord = { 'api/v1': { serverRelativeURL: '/openapi/v3/api/v1?hash=fake' } }
-      for (const [group, versions] of groups) for (const version of versions) paths[`apis/${group}/${version}`] = { serverRelativeURL: `/openapi/v3/apis/${group}/${version}?hash=fake-${state.rv}` }
+      for (const [group, versions] of groups)
+        for (const version of versions) paths[`apis/${group}/${version}`] = { serverRelativeURL: `/openapi/v3/apis/${group}/${version}?hash=fake-${state.rv}` }
       return send(res, 200, { paths })
     }
     if (segments[0] === 'openapi' && segments[1] === 'v3') {
@@ -1845,6 +2025,16 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
     const containers = isRecord(pod.spec) && Array.isArray(pod.spec.containers) ? (pod.spec.containers as JsonRecord[]) : []
     return (containers[0]?.image as string | undefined) ?? 'unknown'
   }
+  /** The pod's one container status in `state` (running: ready and started). */
+  const containerStatus = (pod: KubeObject, running: boolean, state: JsonRecord): JsonRecord => ({
+    name: containerName(pod),
+    image: containerImage(pod),
+    imageID: '',
+    ready: running,
+    restartCount: 0,
+    started: running,
+    state,
+  })
 
   const control = {
     startJob(namespace: string, jobName: string): void {
@@ -1855,7 +2045,7 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
         startTime: startedAt,
         podIP: '10.0.0.10',
         conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: startedAt }],
-        containerStatuses: [{ name: containerName(pod), image: containerImage(pod), imageID: '', ready: true, restartCount: 0, started: true, state: { running: { startedAt } } }],
+        containerStatuses: [containerStatus(pod, true, { running: { startedAt } })],
       })
       const previous = isRecord(job.status) ? job.status : {}
       state.writeStatus(jobType, job, { ...previous, active: 1, ready: 1, startTime: previous.startTime ?? startedAt, uncountedTerminatedPods: {} })
@@ -1874,21 +2064,28 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
         startTime: startedAt,
         conditions: [{ type: 'Ready', status: 'False', reason: 'PodCompleted', lastTransitionTime: finishedAt }],
         containerStatuses: [
-          {
-            name: containerName(pod),
-            image: containerImage(pod),
-            imageID: '',
-            ready: false,
-            restartCount: 0,
-            started: false,
-            state: { terminated: { exitCode: result.exitCode, reason: result.reason ?? (ok ? 'Completed' : 'Error'), startedAt, finishedAt, containerID: `containerd://${pod.metadata.uid}` } },
-          },
+          containerStatus(pod, false, {
+            terminated: {
+              exitCode: result.exitCode,
+              reason: result.reason ?? (ok ? 'Completed' : 'Error'),
+              startedAt,
+              finishedAt,
+              containerID: `containerd://${pod.metadata.uid}`,
+            },
+          }),
         ],
       })
       for (const follower of logFollowers.get(podKey) ?? []) follower.end(result.logs.slice(0))
       logFollowers.delete(podKey)
       const previous = isRecord(job.status) ? job.status : {}
-      const condition = (type: string, reason?: string, message?: string): JsonRecord => ({ type, status: 'True', lastProbeTime: finishedAt, lastTransitionTime: finishedAt, ...(reason ? { reason } : {}), ...(message ? { message } : {}) })
+      const condition = (type: string, reason?: string, message?: string): JsonRecord => ({
+        type,
+        status: 'True',
+        lastProbeTime: finishedAt,
+        lastTransitionTime: finishedAt,
+        ...(reason ? { reason } : {}),
+        ...(message ? { message } : {}),
+      })
       const deadline = result.reason === 'DeadlineExceeded'
       const failReason = deadline ? 'DeadlineExceeded' : 'BackoffLimitExceeded'
       const failMessage = deadline ? 'Job was active longer than specified deadline' : 'Job has reached the specified backoff limit'
@@ -1899,7 +2096,14 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
         terminating: 0,
         uncountedTerminatedPods: {},
         ...(ok
-          ? { succeeded: 1, completionTime: finishedAt, conditions: [condition('SuccessCriteriaMet', 'CompletionsReached', 'Reached expected number of succeeded pods'), condition('Complete', 'CompletionsReached', 'Reached expected number of succeeded pods')] }
+          ? {
+              succeeded: 1,
+              completionTime: finishedAt,
+              conditions: [
+                condition('SuccessCriteriaMet', 'CompletionsReached', 'Reached expected number of succeeded pods'),
+                condition('Complete', 'CompletionsReached', 'Reached expected number of succeeded pods'),
+              ],
+            }
           : { failed: 1, conditions: [condition('FailureTarget', failReason, failMessage), condition('Failed', failReason, failMessage)] }),
       })
     },
@@ -1909,7 +2113,7 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
       state.writeStatus(podType, pod, {
         phase: 'Pending',
         conditions: [{ type: 'ContainersReady', status: 'False', reason: 'ContainersNotReady', lastTransitionTime: rfc3339(now()) }],
-        containerStatuses: [{ name: containerName(pod), image: containerImage(pod), imageID: '', ready: false, restartCount: 0, started: false, state: { waiting: { reason: waitingReason, message } } }],
+        containerStatuses: [containerStatus(pod, false, { waiting: { reason: waitingReason, message } })],
       })
       const previous = isRecord(job.status) ? job.status : {}
       state.writeStatus(jobType, job, { ...previous, active: 1, ready: 0, startTime: previous.startTime ?? rfc3339(now()), uncountedTerminatedPods: {} })

@@ -219,7 +219,8 @@ export function memoryChain(token: MemoryUsdc, options: { serviceAddress?: Addre
     async resend(tx, expected) {
       assertOpen()
       const receipt = token.receipt(tx.hash)
-      if (receipt) return receipt.status === 'success' ? { status: 'confirmed', txHash: tx.hash, blockNumber: 1n } : { status: 'failed', reason: 'transaction reverted', txHash: tx.hash }
+      if (receipt)
+        return receipt.status === 'success' ? { status: 'confirmed', txHash: tx.hash, blockNumber: 1n } : { status: 'failed', reason: 'transaction reverted', txHash: tx.hash }
       try {
         return { status: 'confirmed', txHash: token.transfer(serviceAddress, expected.to, expected.value, tx.hash), blockNumber: 1n }
       } catch (error) {
@@ -292,8 +293,7 @@ export function memoryFacilitatorSigner(token: MemoryUsdc, options: { address?: 
             try {
               const decoded = decodeFunctionData({ abi: eip3009ABI, data: callData })
               const result = await call(decoded.functionName, decoded.args ?? [])
-              const returnData =
-                result === undefined ? ('0x' as Hex) : encodeFunctionResult({ abi: eip3009ABI, functionName: decoded.functionName, result } as never)
+              const returnData = result === undefined ? ('0x' as Hex) : encodeFunctionResult({ abi: eip3009ABI, functionName: decoded.functionName, result } as never)
               return { success: true, returnData }
             } catch {
               return { success: false, returnData: '0x' as Hex }

@@ -29,8 +29,8 @@ import { createSchedulerSecrets } from '../../src/scheduler/secrets.ts'
 import { DEFAULT_RATES } from '../../src/scheduler/domain/rates.ts'
 import { IMPLEMENTED_OPERATIONS } from '../../src/runtime.ts'
 import { PostgresResourceStore } from '../../controllers/local/postgres-store.ts'
-import type { RunResource, TaskResource } from '../../controllers/task-reconciler.ts'
 import { crashableChain, crashableDb, ProcessLife } from './crashable.ts'
+import type { RunResource, TaskResource } from '../../src/scheduler/contract/index.ts'
 
 export const GATEWAY_URL = 'http://gateway.crash.test'
 export const SCHEDULER_URL = 'http://scheduler.crash.test'
@@ -55,7 +55,10 @@ export interface Proc {
 export async function boot(db: Db, dev: StartedDevChain, settlerKey: Hex, payTo: Address, clock: Clock = systemClock): Promise<Proc> {
   const life = new ProcessLife()
   const pdb = crashableDb(db, life)
-  const chain = crashableChain(createRpcChain({ rpcUrl: dev.rpcUrl, privateKey: settlerKey, chainId: BASE_CHAIN_ID, usdc: BASE_USDC, pollingIntervalMs: 20, confirmationTimeoutMs: 10_000 }), life)
+  const chain = crashableChain(
+    createRpcChain({ rpcUrl: dev.rpcUrl, privateKey: settlerKey, chainId: BASE_CHAIN_ID, usdc: BASE_USDC, pollingIntervalMs: 20, confirmationTimeoutMs: 10_000 }),
+    life,
+  )
   const kv = await openKeyValue({ kind: 'memory' })
   const payments = await openPayments({ db: pdb, kv, logger, clock, registry, dataDir: '', payTo, gatewayUrl: GATEWAY_URL, chain, reconcileEveryMs: 0 })
   const mailer = createMailer({ from: 'crash@localhost' })
@@ -81,7 +84,13 @@ export async function boot(db: Db, dev: StartedDevChain, settlerKey: Hex, payTo:
   // As src/runtime.ts wires them.
   const deps = { catalog, logger, metrics, bodyLimitBytes: 1 << 20, payTo, readiness: {}, diagnostics: { settlements: () => stuckSettlements(pdb) } }
   const gateway = buildGatewayApp({ ...deps, payments, mailer })
-  const scheduler = buildSchedulerApp({ ...deps, diagnostics: { ...deps.diagnostics, refunds: () => stuckRefunds({ standing: () => service.refundStanding() }) }, payments, kv, service })
+  const scheduler = buildSchedulerApp({
+    ...deps,
+    diagnostics: { ...deps.diagnostics, refunds: () => stuckRefunds({ standing: () => service.refundStanding() }) },
+    payments,
+    kv,
+    service,
+  })
   await Promise.all([gateway.ready(), scheduler.ready()])
   return { life, payments, service, gateway, scheduler, kv, metrics }
 }
@@ -123,7 +132,15 @@ export async function sign(proc: Proc, buyer: PrivateKeyAccount, call: Call): Pr
 export const createCall = (key: string): Call => ({
   app: 'scheduler',
   url: '/api/v1/tasks',
-  body: { schedule: { every: 'hourly' }, runtime: 'python', entrypoint: 'main.py', source: 'print(1)', max_runtime_sec: 10, max_sibling_calls: 0, max_amount_usdc_micros: Number(TASK_AMOUNT) },
+  body: {
+    schedule: { every: 'hourly' },
+    runtime: 'python',
+    entrypoint: 'main.py',
+    source: 'print(1)',
+    max_runtime_sec: 10,
+    max_sibling_calls: 0,
+    max_amount_usdc_micros: Number(TASK_AMOUNT),
+  },
   headers: { 'idempotency-key': key, 'x-pay-amount-micros': TASK_AMOUNT.toString() },
 })
 export const fundCall = (taskId: string, key: string): Call => ({

@@ -7,17 +7,15 @@
 // drop the retained watch history. Objects use schema-valid values (the Kubernetes backend's
 // server validates them against the CRDs) in the namespaces of CONTRACT_NAMESPACES.
 import type { Test } from 'tap'
-import { ConflictError, GoneError, type ResourceStore, type WatchEvent } from '../../controllers/resource-store.ts'
 import { Informer } from '../../controllers/informer.ts'
 import { TaskController, type Clock } from '../../controllers/task-controller.ts'
-import type { RunResource, TaskResource } from '../../controllers/task-reconciler.ts'
 import { FakeClock } from './fake-clock.ts'
+import { ConflictError, GoneError, type ResourceStore, type RunResource, type TaskResource, type WatchEvent } from '../../src/scheduler/contract/index.ts'
 export { FakeClock }
 
 export const API = 'jobs.agent-gateway.dev/v1alpha1'
 /** Namespaces the contract writes to; a backend that checks namespaces must have them. */
 export const CONTRACT_NAMESPACES = ['default', 'ctl'] as const
-
 
 export async function rejection(promise: Promise<unknown>): Promise<unknown> {
   try {
@@ -118,8 +116,16 @@ export function resourceStoreContract(t: Test, backend: ResourceStoreBackend): v
     t.same(run.metadata.ownerReferences, [{ kind: 'Task', name: 'labelled', uid: owner.metadata.uid }])
     const fetched = await runs.get('default', 'labelled-1')
     t.same(fetched?.status, { phase: 'Pending' })
-    t.same((await runs.list('default', { labelSelector: { 'jobs.agent-gateway.dev/task': 'labelled' } })).items.map((r) => r.metadata.name), ['labelled-1'], 'label selector')
-    t.same((await runs.list('default', { fieldSelector: { 'status.phase': 'Pending' } })).items.map((r) => r.metadata.name), ['labelled-1'], 'status.phase field selector')
+    t.same(
+      (await runs.list('default', { labelSelector: { 'jobs.agent-gateway.dev/task': 'labelled' } })).items.map((r) => r.metadata.name),
+      ['labelled-1'],
+      'label selector',
+    )
+    t.same(
+      (await runs.list('default', { fieldSelector: { 'status.phase': 'Pending' } })).items.map((r) => r.metadata.name),
+      ['labelled-1'],
+      'status.phase field selector',
+    )
     const relabelled = await runs.replaceSpec({ ...run, metadata: { ...run.metadata, labels: { other: 'x' } } })
     t.same(relabelled.metadata.labels, { other: 'x' }, 'replaceSpec replaces labels')
     t.equal(relabelled.metadata.generation, 1, 'labels alone do not bump generation')
@@ -148,8 +154,15 @@ export function resourceStoreContract(t: Test, backend: ResourceStoreBackend): v
       ['ADDED owner-1', 'ADDED owner-2', 'ADDED other-1', 'MODIFIED owner-1', 'DELETED owner-1', 'DELETED owner-2'],
     )
     const rvs = events.map((e) => BigInt(e.object.metadata.resourceVersion))
-    t.ok(rvs.every((rv, i) => i === 0 || rv > (rvs[i - 1] as bigint)), 'strictly increasing resourceVersions')
-    t.same((await runs.list('default')).items.map((r) => r.metadata.name).filter((n) => !n.startsWith('labelled')), ['other-1'], 'owned runs deleted with their task')
+    t.ok(
+      rvs.every((rv, i) => i === 0 || rv > (rvs[i - 1] as bigint)),
+      'strictly increasing resourceVersions',
+    )
+    t.same(
+      (await runs.list('default')).items.map((r) => r.metadata.name).filter((n) => !n.startsWith('labelled')),
+      ['other-1'],
+      'owned runs deleted with their task',
+    )
     t.same((await runs.list(undefined, { fieldSelector: { 'spec.taskRef.name': 'other' } })).items.length, 1, 'field selector')
     t.equal(await tasks.get('default', 'owner'), undefined)
   })
@@ -234,6 +247,9 @@ export function resourceStoreContract(t: Test, backend: ResourceStoreBackend): v
     t.equal(b.stats.runsCreated + c.stats.runsCreated, 4, 'one successful create per slot across both controllers')
     t.comment(`controller stats b=${JSON.stringify(b.stats)} c=${JSON.stringify(c.stats)}`)
     await Promise.all([b.stop(), c.stop()])
-    t.notOk(errors.some((e) => !(e instanceof ConflictError)), 'only optimistic-concurrency conflicts were retried')
+    t.notOk(
+      errors.some((e) => !(e instanceof ConflictError)),
+      'only optimistic-concurrency conflicts were retried',
+    )
   })
 }

@@ -14,11 +14,9 @@ import { createSchedulerSecrets } from '../../src/scheduler/secrets.ts'
 import { PostgresResourceStore } from '../../controllers/local/postgres-store.ts'
 import { TaskController } from '../../controllers/task-controller.ts'
 import { RunController } from '../../controllers/run-controller.ts'
-import type { ExecutionRequest, ExecutionResult, RunExecutor } from '../../controllers/executor.ts'
-import type { RunResource, TaskResource } from '../../controllers/task-reconciler.ts'
-import type { ResourceStore } from '../../controllers/resource-store.ts'
 import { FakeClock } from './fake-clock.ts'
 import { Informer } from '../../controllers/informer.ts'
+import type { ExecutionRequest, ExecutionResult, ResourceStore, RunExecutor, RunResource, TaskResource } from '../../src/scheduler/contract/index.ts'
 
 export type ExecutorMode = 'succeed' | 'fail' | 'timeout' | 'infra' | 'hang'
 
@@ -74,9 +72,27 @@ export interface World {
    * settlement (settled with a tx hash, or failed), including the post-commit work (refunds).
    */
   pay(replayKey: string, outcome?: 'settled' | 'failed'): Promise<void>
+  /**
+   * A direct-rail task as POST /api/v1/tasks makes it after authorization: `body` over an
+   * every-minute python default, its escrow payment (`payment`, default `r-<key>`) settled unless
+   * `paid: false`. Returns the task id.
+   */
+  createTask(key: string, options?: { body?: Record<string, unknown>; owner?: string; payment?: string; paid?: boolean }): Promise<string>
   /** Kills the controllers without letting in-flight runs finish, then starts fresh ones. */
   crashAndRestart(): Promise<void>
   close(): Promise<void>
+}
+
+/** The wallet that pays for tasks made by World.createTask unless told otherwise. */
+export const WORLD_OWNER = '0x1111111111111111111111111111111111111111'
+const TASK_BODY: Record<string, unknown> = {
+  schedule: { every: 'minute' },
+  runtime: 'python',
+  entrypoint: 'main.py',
+  source: 'print(1)',
+  max_runtime_sec: 10,
+  max_sibling_calls: 0,
+  max_amount_usdc_micros: 100_000,
 }
 
 export interface WorldOptions {
@@ -131,8 +147,25 @@ export async function openWorld(options: WorldOptions = {}): Promise<World> {
     // As src/runtime.ts wires them: one Run informer for both controllers.
     const runInformer = new Informer(runs, { namespace: 'default' })
     return {
-      tasks: new TaskController({ tasks, runs, runInformer, clock, namespace: 'default', reconcile: { lookaheadMs: options.dispatchAheadMs ?? 0 }, costOf: (taskName) => service.taskCost(taskName) }),
-      runs: new RunController({ runs, runInformer, ledger: service, executor: options.makeRunExecutor?.() ?? executor, namespace: 'default', clock, maxParallel: 8, prepareAheadMs: options.dispatchAheadMs ?? 0 }),
+      tasks: new TaskController({
+        tasks,
+        runs,
+        runInformer,
+        clock,
+        namespace: 'default',
+        reconcile: { lookaheadMs: options.dispatchAheadMs ?? 0 },
+        costOf: (taskName) => service.taskCost(taskName),
+      }),
+      runs: new RunController({
+        runs,
+        runInformer,
+        ledger: service,
+        executor: options.makeRunExecutor?.() ?? executor,
+        namespace: 'default',
+        clock,
+        maxParallel: 8,
+        prepareAheadMs: options.dispatchAheadMs ?? 0,
+      }),
     }
   }
   let controllers = make()
@@ -155,6 +188,16 @@ export async function openWorld(options: WorldOptions = {}): Promise<World> {
       const handler = service.chargeOutcomes
       await db.transaction((tx) => (outcome === 'settled' ? handler.settled(tx, replayKey, `0x${randomBytes(32).toString('hex')}`) : handler.failed(tx, replayKey)))
       await handler.afterCommit?.(replayKey, outcome)
+    },
+    async createTask(key, options = {}) {
+      const body = { ...TASK_BODY, ...options.body }
+      const amount = BigInt(body.max_amount_usdc_micros as number)
+      const pre = await service.precheckCreate(body, key, amount)
+      if ('existing' in pre) throw new Error(`${key}: an idempotent hit`)
+      const replayKey = options.payment ?? `r-${key}`
+      const { id } = await service.createTask({ ...pre, idempotencyKey: key, payment: { payer: options.owner ?? WORLD_OWNER, protocol: 'x402', amountMicros: amount, replayKey } })
+      if (options.paid !== false) await world.pay(replayKey)
+      return id
     },
     async settle() {
       let last = ''

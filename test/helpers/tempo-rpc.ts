@@ -11,15 +11,7 @@
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Socket } from 'node:net'
-import {
-  decodeFunctionData,
-  encodeAbiParameters,
-  encodeEventTopics,
-  keccak256,
-  numberToHex,
-  type Address,
-  type Hex,
-} from 'viem'
+import { decodeFunctionData, encodeAbiParameters, encodeEventTopics, keccak256, numberToHex, type Address, type Hex } from 'viem'
 import { Abis, Transaction } from 'viem/tempo'
 
 export type TempoRpcFault =
@@ -157,11 +149,7 @@ export async function startTempoRpc(options: TempoRpcOptions = {}): Promise<Temp
         const data = encodeAbiParameters([{ type: 'uint256' }], [amount])
         pushLog(call.to, encodeEventTopics({ abi: Abis.tip20, eventName: 'Transfer', args: { from, to } }), data)
         if (decoded.functionName === 'transferWithMemo' && memo !== undefined) {
-          pushLog(
-            call.to,
-            encodeEventTopics({ abi: Abis.tip20, eventName: 'TransferWithMemo', args: { from, to, memo } }),
-            data,
-          )
+          pushLog(call.to, encodeEventTopics({ abi: Abis.tip20, eventName: 'TransferWithMemo', args: { from, to, memo } }), data)
         }
       }
     }

@@ -35,7 +35,18 @@ export async function worldApps(t: Test, world: World, options: { memory?: boole
   const logger = createLogger('silent')
   const kv = await openKeyValue({ kind: 'memory' })
   const token = memoryUsdc()
-  const payments = await openPayments({ db: world.db, kv, logger, clock: world.clock, registry, dataDir: '', payTo: PAY_TO, gatewayUrl: GATEWAY_URL, chain: memoryChain(token), reconcileEveryMs: 0 })
+  const payments = await openPayments({
+    db: world.db,
+    kv,
+    logger,
+    clock: world.clock,
+    registry,
+    dataDir: '',
+    payTo: PAY_TO,
+    gatewayUrl: GATEWAY_URL,
+    chain: memoryChain(token),
+    reconcileEveryMs: 0,
+  })
   const catalog = createCatalog(registry, {
     urls: { gateway: GATEWAY_URL, scheduler: 'http://scheduler.test', memory: 'http://memory.test' },
     implemented: new Set<string>([...GATEWAY_OPERATIONS, ...SCHEDULER_OPERATIONS]),

@@ -43,10 +43,7 @@ async function rpc<T = unknown>(url: string, method: string, params: unknown[] =
 
 /** Service-wallet nonce + head block: unchanged = nothing was broadcast or mined. */
 async function chainMark(url: string, wallet: Address): Promise<string> {
-  const [nonce, block] = await Promise.all([
-    rpc<Hex>(url, 'eth_getTransactionCount', [wallet, 'pending']),
-    rpc<Hex>(url, 'eth_blockNumber'),
-  ])
+  const [nonce, block] = await Promise.all([rpc<Hex>(url, 'eth_getTransactionCount', [wallet, 'pending']), rpc<Hex>(url, 'eth_blockNumber')])
   return `nonce ${BigInt(nonce)} block ${BigInt(block)}`
 }
 
@@ -146,24 +143,14 @@ const url = chain.rpcUrl
 
 t.test('TestUSDC: artifact in sync with its source, USDC metadata and call-time EIP-712 domain', async (t) => {
   const source = readFileSync(path.join(CONTRACTS_DIR, 'TestUSDC.sol'))
-  t.equal(
-    artifact.sourceSha256,
-    createHash('sha256').update(source).digest('hex'),
-    'TestUSDC.json is stale: run `npm run build:contracts`',
-  )
+  t.equal(artifact.sourceSha256, createHash('sha256').update(source).digest('hex'), 'TestUSDC.json is stale: run `npm run build:contracts`')
   t.equal(chain.usdc, BASE_USDC)
   t.equal(chain.chainId, 8453)
   const client = createPublicClient({ transport: http(url) })
   const abi = artifact.abi as Abi
   const read = (functionName: string) => client.readContract({ address: BASE_USDC, abi, functionName })
-  t.same(
-    await Promise.all([read('name'), read('symbol'), read('version'), read('decimals'), read('totalSupply')]),
-    ['USD Coin', 'USDC', '2', 6, 0n],
-  )
-  t.equal(
-    await read('DOMAIN_SEPARATOR'),
-    domainSeparator({ domain: { name: 'USD Coin', version: '2', chainId: 8453, verifyingContract: BASE_USDC } }),
-  )
+  t.same(await Promise.all([read('name'), read('symbol'), read('version'), read('decimals'), read('totalSupply')]), ['USD Coin', 'USDC', '2', 6, 0n])
+  t.equal(await read('DOMAIN_SEPARATOR'), domainSeparator({ domain: { name: 'USD Coin', version: '2', chainId: 8453, verifyingContract: BASE_USDC } }))
 })
 
 t.test('settles a real x402 v2 payment: exact amounts move, buyer needs no ETH, wallet no USDC', async (t) => {
@@ -229,11 +216,7 @@ t.test('invalid authorizations fail in simulation with nothing broadcast', async
   assertFailedBeforeBroadcast(t, await chain.settleAuthorization(forged.auth, forged.signature), /invalid signature/)
 
   const tampered = await signAuthorization(buyer, chain.usdc, base)
-  assertFailedBeforeBroadcast(
-    t,
-    await chain.settleAuthorization({ ...tampered.auth, value: 100_000n }, tampered.signature),
-    /invalid signature/,
-  )
+  assertFailedBeforeBroadcast(t, await chain.settleAuthorization({ ...tampered.auth, value: 100_000n }, tampered.signature), /invalid signature/)
 
   // The same signature in its malleable twin form (s' = n - s, v flipped) is refused.
   const good = await signAuthorization(buyer, chain.usdc, base)
@@ -342,7 +325,10 @@ t.test('concurrent settlements from one wallet are broadcast with consecutive no
   await waitForPool(3n)
   await rpc(url, 'evm_mine')
   const results = await settling
-  t.same(results.map((r) => r.status), ['confirmed', 'confirmed', 'confirmed'])
+  t.same(
+    results.map((r) => r.status),
+    ['confirmed', 'confirmed', 'confirmed'],
+  )
   t.equal(new Set(results.map((r) => (r.status === 'confirmed' ? r.blockNumber : -1n))).size, 1, 'one block')
   t.same(await balances(chain, payTo, ...buyers.map((b) => b.address)), [3n * PRICE, 0n, 0n, 0n])
 })
@@ -437,8 +423,7 @@ t.test('state survives close + restart with the same dataDir', async (t) => {
 
 t.test('no orphan anvil when the parent process dies', async (t) => {
   const script = (onReady: string): string =>
-    `const { startDevChain } = await import(${JSON.stringify(DEV_MODULE)});` +
-    `const c = await startDevChain(); console.log('PID=' + c.pid); ${onReady}`
+    `const { startDevChain } = await import(${JSON.stringify(DEV_MODULE)});` + `const c = await startDevChain(); console.log('PID=' + c.pid); ${onReady}`
 
   async function runParent(onReady: string, kill: boolean): Promise<number> {
     const child = spawn(process.execPath, ['--input-type=module', '-e', script(onReady)], { stdio: ['ignore', 'pipe', 'inherit'] })

@@ -9,12 +9,10 @@ import { captureLogs } from '../helpers/log-capture.ts'
 import { PostgresResourceStore } from '../../controllers/local/postgres-store.ts'
 import { TaskController } from '../../controllers/task-controller.ts'
 import { WorkQueue } from '../../controllers/work-queue.ts'
-import { ConflictError, isConflict } from '../../controllers/resource-store.ts'
-import type { RunResource, TaskResource } from '../../controllers/task-reconciler.ts'
 import { FakeClock } from '../helpers/fake-clock.ts'
+import { ConflictError, isConflict, type RunResource, type TaskResource } from '../../src/scheduler/contract/index.ts'
 
 const API = 'jobs.agent-gateway.dev/v1alpha1'
-
 
 async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs
@@ -75,7 +73,10 @@ t.test('a Task status Conflict is requeued and logged at debug, never as an erro
   t.equal(races, 0, 'both races happened')
   t.ok(controller.stats.conflicts >= 2, `the conflicts were counted (${controller.stats.conflicts})`)
   t.same(errors, [], 'nothing reached onError')
-  t.notOk(lines.some((line) => line.level >= 50), 'no error line')
+  t.notOk(
+    lines.some((line) => line.level >= 50),
+    'no error line',
+  )
   const debug = lines.filter((line) => /conflict/i.test(line.msg))
   t.ok(debug.length >= 2, 'a line per conflict')
   for (const line of debug) {

@@ -45,7 +45,6 @@ async function rejection(promise: Promise<unknown>): Promise<unknown> {
   throw new Error('expected the promise to reject')
 }
 
-
 async function suite(t: Test, backend: Backend): Promise<void> {
   const db = await backend.open()
   let mainClosed = false
@@ -79,9 +78,7 @@ async function suite(t: Test, backend: Backend): Promise<void> {
         rows.map((r) => r.name),
         ['a', 'b', 'c', 'd', 'e'],
       )
-      const recorded = await db.query<{ n: bigint }>(
-        "select count(*) as n from schema_migrations where id like '%_conc_%'",
-      )
+      const recorded = await db.query<{ n: bigint }>("select count(*) as n from schema_migrations where id like '%_conc_%'")
       t.equal(recorded[0]?.n, 5n)
     } finally {
       for (const h of new Set(handles)) if (h !== db) await h.close()
@@ -90,16 +87,7 @@ async function suite(t: Test, backend: Backend): Promise<void> {
 
   await t.test('int8 / bigint round trip', async (t) => {
     await db.exec('create table t_int8 (id int4 primary key, v int8 not null)')
-    await db.query('insert into t_int8 (id, v) values ($1, $2), ($3, $4), ($5, $6), ($7, $8)', [
-      1,
-      BIG,
-      2,
-      5n,
-      3,
-      INT8_MIN,
-      4,
-      INT8_MAX,
-    ])
+    await db.query('insert into t_int8 (id, v) values ($1, $2), ($3, $4), ($5, $6), ($7, $8)', [1, BIG, 2, 5n, 3, INT8_MIN, 4, INT8_MAX])
     await db.query('insert into t_int8 (id, v) values ($1, $2)', [5, 42]) // JS number into int8
     const rows = await db.query<{ id: number; v: bigint }>('select id, v from t_int8 order by id')
     t.strictSame(
@@ -150,12 +138,7 @@ async function suite(t: Test, backend: Backend): Promise<void> {
       '6f1c1a44-3e2b-4c1e-9a7e-0a1b2c3d4e5f',
       'abc',
     ])
-    await db.query('insert into t_scalar (id, flag, bytes, dec) values ($1, $2, $3, $4)', [
-      2,
-      false,
-      Buffer.from('hi'),
-      123456789012345n,
-    ])
+    await db.query('insert into t_scalar (id, flag, bytes, dec) values ($1, $2, $3, $4)', [2, false, Buffer.from('hi'), 123456789012345n])
     await db.query('insert into t_scalar (id) values ($1)', [3])
     const rows = await db.query('select * from t_scalar order by id')
     const [r1, r2, r3] = rows
@@ -207,9 +190,7 @@ async function suite(t: Test, backend: Backend): Promise<void> {
     await db.transaction(async (tx) => {
       for (const [zone, iso] of cases) {
         await tx.query("select set_config('TimeZone', $1, true)", [zone])
-        const [r] = await tx.query<{ x: Date; text: string }>('select $1::timestamptz as x, $1::timestamptz::text as text', [
-          new Date(iso),
-        ])
+        const [r] = await tx.query<{ x: Date; text: string }>('select $1::timestamptz as x, $1::timestamptz::text as text', [new Date(iso)])
         t.equal(r?.x.toISOString(), iso, `${zone}: ${r?.text}`)
       }
     })
@@ -225,11 +206,7 @@ async function suite(t: Test, backend: Backend): Promise<void> {
 
   await t.test('json and jsonb', async (t) => {
     await db.exec('create table t_json (id int4 primary key, doc jsonb, raw json)')
-    await db.query('insert into t_json values ($1, $2, $3)', [
-      1,
-      { a: 1, nested: { list: [1, 'x', null, true] }, amount: BIG },
-      { z: true },
-    ])
+    await db.query('insert into t_json values ($1, $2, $3)', [1, { a: 1, nested: { list: [1, 'x', null, true] }, amount: BIG }, { z: true }])
     await db.query('insert into t_json (id, doc) values ($1, $2)', [2, toJson([1, 2, 3])])
     await db.query('insert into t_json (id, doc) values ($1, $2)', [3, '"just a string"'])
     await db.query('insert into t_json (id, doc, raw) values ($1, $2, $3)', [4, null, 'null'])
@@ -240,9 +217,7 @@ async function suite(t: Test, backend: Backend): Promise<void> {
     t.equal(rows[2]?.doc, 'just a string')
     t.equal(rows[3]?.doc, null, 'SQL NULL')
     t.equal(rows[3]?.raw, null, "JSON 'null' also parses to null")
-    const [picked] = await db.query<{ amount: string; n: number }>(
-      "select doc->>'amount' as amount, jsonb_array_length(doc->'nested'->'list') as n from t_json where id = 1",
-    )
+    const [picked] = await db.query<{ amount: string; n: number }>("select doc->>'amount' as amount, jsonb_array_length(doc->'nested'->'list') as n from t_json where id = 1")
     t.strictSame(picked, { amount: '9007199254740993', n: 4 })
     const [arr] = await db.query<{ docs: unknown[] }>('select array_agg(doc order by id) as docs from t_json where id < 3')
     t.strictSame(arr?.docs, [rows[0]?.doc, [1, 2, 3]], 'jsonb[]')
@@ -286,11 +261,7 @@ async function suite(t: Test, backend: Backend): Promise<void> {
     t.equal(pgErrorCode(await rejection(db.query('selec 1'))), '42601')
     t.equal(pgErrorCode(await rejection(db.query('select 1/0'))), '22012')
     t.equal(pgErrorCode(await rejection(db.query('select * from no_such_table'))), '42P01')
-    t.equal(
-      pgErrorCode(await rejection(db.query('select 1; select 2'))),
-      '42601',
-      'query() takes a single statement on both adapters',
-    )
+    t.equal(pgErrorCode(await rejection(db.query('select 1; select 2'))), '42601', 'query() takes a single statement on both adapters')
     t.notOk(isUniqueViolation(new Error('x')))
     t.notOk(isUniqueViolation(null))
     t.notOk(isUniqueViolation({ code: 'ECONNREFUSED' }))
@@ -353,9 +324,13 @@ async function suite(t: Test, backend: Backend): Promise<void> {
     await db.transaction(async (tx) => {
       leaked = tx
     })
-    await t.rejects(async () => {
-      await leaked?.query('select 1')
-    }, /closed/, 'tx is unusable after the transaction')
+    await t.rejects(
+      async () => {
+        await leaked?.query('select 1')
+      },
+      /closed/,
+      'tx is unusable after the transaction',
+    )
     t.equal(await db.ping(), true, 'still healthy')
   })
 
@@ -387,12 +362,9 @@ async function suite(t: Test, backend: Backend): Promise<void> {
     })
     t.strictSame(await migrate(db, dir), ['0001_mig_a', '0002_mig_b', '0010_mig_c'])
     t.strictSame(await migrate(db, dir), [], 'second run is a no-op')
-    const names = async (): Promise<string[]> =>
-      (await db.query<{ name: string }>('select name from mig_log order by seq')).map((r) => r.name)
+    const names = async (): Promise<string[]> => (await db.query<{ name: string }>('select name from mig_log order by seq')).map((r) => r.name)
     t.strictSame(await names(), ['a', 'b', 'c1', 'c2'])
-    const recorded = await db.query<{ id: string; applied_at: Date }>(
-      "select id, applied_at from schema_migrations where id like '%_mig_%' order by id",
-    )
+    const recorded = await db.query<{ id: string; applied_at: Date }>("select id, applied_at from schema_migrations where id like '%_mig_%' order by id")
     t.strictSame(
       recorded.map((r) => r.id),
       ['0001_mig_a', '0002_mig_b', '0010_mig_c'],
@@ -425,9 +397,7 @@ async function suite(t: Test, backend: Backend): Promise<void> {
        on conflict (key) do update set value = excluded.value, updated_at = now()`,
       ['instance', { id: 'i-1', startedAt: new Date(0), epoch: 1n }],
     )
-    const [meta] = await db.query<{ value: unknown; updated_at: Date }>('select value, updated_at from service_meta where key = $1', [
-      'instance',
-    ])
+    const [meta] = await db.query<{ value: unknown; updated_at: Date }>('select value, updated_at from service_meta where key = $1', ['instance'])
     t.strictSame(meta?.value, { id: 'i-1', startedAt: '1970-01-01T00:00:00.000Z', epoch: '1' })
     t.ok(meta?.updated_at instanceof Date)
   })

@@ -20,7 +20,6 @@ import { memoryChain, memoryUsdc } from '../helpers/memory-chain.ts'
 const PAY_TO = '0x000000000000000000000000000000000000c0de' as const
 const WALLET = '0x00000000000000000000000000000000000000aa'
 
-
 async function gateway(t: Test, options: { devChain: boolean }) {
   const { logger, lines } = captureLogs('debug')
   const db = await openDb({ kind: 'pglite', dataDir: 'memory://' })
@@ -41,7 +40,10 @@ async function gateway(t: Test, options: { devChain: boolean }) {
   }
   const payments: Payments = options.devChain ? { ...opened, devChain } : opened
   const mailer = createMailer({ from: 'test@localhost' }) // no SMTP_URL
-  const catalog = createCatalog(registry, { urls: { gateway: 'https://gw.test', scheduler: 'https://s.test', memory: 'https://m.test' }, implemented: new Set<string>(GATEWAY_OPERATIONS) })
+  const catalog = createCatalog(registry, {
+    urls: { gateway: 'https://gw.test', scheduler: 'https://s.test', memory: 'https://m.test' },
+    implemented: new Set<string>(GATEWAY_OPERATIONS),
+  })
   const app = buildGatewayApp({ catalog, logger, metrics: createMetrics(), bodyLimitBytes: 1_000_000, payTo: PAY_TO, readiness: {}, payments, mailer })
   await app.ready()
   t.teardown(async () => {

@@ -49,7 +49,12 @@ function helm(args: string[]): Promise<HelmResult> {
   })
 }
 
-type Manifest = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> }; [key: string]: any }
+type Manifest = {
+  apiVersion: string
+  kind: string
+  metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> }
+  [key: string]: any
+}
 
 async function render(args: string[] = []): Promise<Manifest[]> {
   const result = await helm(['template', RELEASE, CHART, '--namespace', NAMESPACE, '--include-crds', ...args])
@@ -108,12 +113,14 @@ function serviceMonitorProblems(monitor: Manifest): string[] {
   for (const key of Object.keys(monitor)) if (!known.has(key)) problems.push(`unknown top-level field ${key}`)
   const spec = monitor.spec ?? {}
   for (const key of Object.keys(spec)) if (!['endpoints', 'selector', 'namespaceSelector', 'jobLabel'].includes(key)) problems.push(`unknown spec.${key}`)
-  if (typeof spec.selector !== 'object' || (spec.selector.matchLabels === undefined && spec.selector.matchExpressions === undefined)) problems.push('spec.selector needs matchLabels or matchExpressions')
+  if (typeof spec.selector !== 'object' || (spec.selector.matchLabels === undefined && spec.selector.matchExpressions === undefined))
+    problems.push('spec.selector needs matchLabels or matchExpressions')
   if (!Array.isArray(spec.endpoints) || spec.endpoints.length === 0) problems.push('spec.endpoints must be a non-empty list')
   for (const [i, endpoint] of (spec.endpoints ?? []).entries()) {
     for (const key of Object.keys(endpoint)) if (!['port', 'path', 'scheme', 'interval', 'scrapeTimeout'].includes(key)) problems.push(`unknown endpoints[${i}].${key}`)
     if (typeof endpoint.port !== 'string' || endpoint.port === '') problems.push(`endpoints[${i}].port must be a Service port name`)
-    for (const key of ['interval', 'scrapeTimeout']) if (endpoint[key] !== undefined && !/^[0-9]+(ms|s|m|h)$/.test(endpoint[key])) problems.push(`endpoints[${i}].${key} is not a Prometheus duration`)
+    for (const key of ['interval', 'scrapeTimeout'])
+      if (endpoint[key] !== undefined && !/^[0-9]+(ms|s|m|h)$/.test(endpoint[key])) problems.push(`endpoints[${i}].${key} is not a Prometheus duration`)
   }
   return problems
 }
@@ -140,11 +147,18 @@ t.test('the validators can fail', async (t) => {
     apiVersion: 'apps/v1',
     kind: 'Deployment',
     metadata: { name: 'x' },
-    spec: { replicas: 'two', selector: { matchLabels: { a: 'b' } }, template: { metadata: { labels: { a: 'b' } }, spec: { containers: [{ name: 'c', image: 'i', securityContex: {} }] } } },
+    spec: {
+      replicas: 'two',
+      selector: { matchLabels: { a: 'b' } },
+      template: { metadata: { labels: { a: 'b' } }, spec: { containers: [{ name: 'c', image: 'i', securityContex: {} }] } },
+    },
   }
   await t.rejects(validateModel(broken), /replicas must be integer/)
   t.same(unknownFields(broken, 'V1Deployment', 'Deployment'), ['Deployment.spec.template.spec.containers[0].securityContex'])
-  t.match(serviceMonitorProblems({ apiVersion: 'monitoring.coreos.com/v1', kind: 'ServiceMonitor', metadata: { name: 'm' }, spec: { endpoints: [] } }), ['spec.selector needs matchLabels or matchExpressions', 'spec.endpoints must be a non-empty list'])
+  t.match(serviceMonitorProblems({ apiVersion: 'monitoring.coreos.com/v1', kind: 'ServiceMonitor', metadata: { name: 'm' }, spec: { endpoints: [] } }), [
+    'spec.selector needs matchLabels or matchExpressions',
+    'spec.endpoints must be a non-empty list',
+  ])
 })
 
 // ------------------------------------------------------------------------------------------ lint
@@ -204,7 +218,10 @@ function assertRestricted(t: Test, podSpec: any, uid: number, what: string): voi
   t.equal(pod.runAsUser, uid, `${what}: runAsUser ${uid}`)
   t.equal(pod.seccompProfile?.type, 'RuntimeDefault', `${what}: seccomp RuntimeDefault`)
   for (const field of ['hostNetwork', 'hostPID', 'hostIPC']) t.notOk(podSpec[field], `${what}: no ${field}`)
-  t.notOk((podSpec.volumes ?? []).some((v: any) => v.hostPath), `${what}: no hostPath volumes`)
+  t.notOk(
+    (podSpec.volumes ?? []).some((v: any) => v.hostPath),
+    `${what}: no hostPath volumes`,
+  )
   for (const container of [...(podSpec.initContainers ?? []), ...podSpec.containers]) {
     const sc = container.securityContext ?? {}
     t.equal(sc.allowPrivilegeEscalation, false, `${what}/${container.name}: allowPrivilegeEscalation false`)
@@ -222,7 +239,10 @@ function envOf(container: any): Map<string, any> {
 
 const knownVariables = new Set(configVariables.map((v) => v.name))
 
-for (const [label, manifests] of [['default values', defaults], ['everything enabled', allEnabled]] as const) {
+for (const [label, manifests] of [
+  ['default values', defaults],
+  ['everything enabled', allEnabled],
+] as const) {
   t.test(`${label}: one restricted Deployment per role, from one image`, async (t) => {
     const deployments = ofKind(manifests, 'Deployment')
     t.same(deployments.map((d) => d.metadata.name).sort(), ROLES.map((r) => `${RELEASE}-${r}`).sort())
@@ -258,7 +278,11 @@ for (const [label, manifests] of [['default values', defaults], ['everything ena
       const names = (container.env as any[]).map((e) => e.name)
       t.equal(new Set(names).size, names.length, `${role}: no duplicate env names (an SSA error in Helm 4)`)
       const extra = label === 'everything enabled' ? ['NPM_CONFIG_UPDATE_NOTIFIER'] : []
-      t.same(names.filter((n) => !knownVariables.has(n) && !extra.includes(n)), [], `${role}: every env name is a config variable`)
+      t.same(
+        names.filter((n) => !knownVariables.has(n) && !extra.includes(n)),
+        [],
+        `${role}: every env name is a config variable`,
+      )
       t.equal(env.get('HOST')?.value, '0.0.0.0')
       t.ok(env.get('DATABASE_URL')?.valueFrom?.secretKeyRef, `${role}: DATABASE_URL from a Secret`)
       t.ok(env.get('REDIS_URL')?.valueFrom?.secretKeyRef, `${role}: REDIS_URL from a Secret`)
@@ -325,7 +349,17 @@ for (const [label, manifests] of [['default values', defaults], ['everything ena
     await writeFile(path.join(dir, 'job-template.yaml'), text)
     const loaded = await loadJobTemplate(path.join(dir, 'job-template.yaml'))
     const job = buildRunJob(loaded, {
-      request: { runName: 'nightly-202611241330', namespace: NAMESPACE, taskName: 'nightly', runUid: 'uid-1', runtime: 'python', entrypoint: 'main.py', dependencies: [], maxRuntimeSec: 60, envSecretName: 'nightly-env' },
+      request: {
+        runName: 'nightly-202611241330',
+        namespace: NAMESPACE,
+        taskName: 'nightly',
+        runUid: 'uid-1',
+        runtime: 'python',
+        entrypoint: 'main.py',
+        dependencies: [],
+        maxRuntimeSec: 60,
+        envSecretName: 'nightly-env',
+      },
       images: { python: 'runner-python:test', node: 'runner-node:test' },
       runConfigMapName: 'nightly-files',
     })
@@ -378,7 +412,11 @@ for (const [label, manifests] of [['default values', defaults], ['everything ena
     for (const binding of bindings) {
       t.same(binding.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: binding.metadata.name })
       const deployment = find(manifests, 'Deployment', binding.metadata.name)
-      t.same(binding.subjects, [{ kind: 'ServiceAccount', name: deployment.spec.template.spec.serviceAccountName, namespace: NAMESPACE }], `${binding.metadata.name} binds the Deployment's ServiceAccount`)
+      t.same(
+        binding.subjects,
+        [{ kind: 'ServiceAccount', name: deployment.spec.template.spec.serviceAccountName, namespace: NAMESPACE }],
+        `${binding.metadata.name} binds the Deployment's ServiceAccount`,
+      )
     }
     for (const role of ['gateway', 'media', 'memory']) {
       t.equal(find(manifests, 'ServiceAccount', `${RELEASE}-${role}`).automountServiceAccountToken, false, `${role}: ServiceAccount without a token`)
@@ -396,9 +434,11 @@ for (const [label, manifests] of [['default values', defaults], ['everything ena
 
     // Evaluate the policy for concrete destinations (TCP 443 unless a port is given).
     const allowed = (ip: string, port = 443, protocol = 'TCP') =>
-      policy.spec.egress.some((rule: any) =>
-        (rule.ports === undefined || rule.ports.some((p: any) => p.port === port && (p.protocol ?? 'TCP') === protocol)) &&
-        rule.to.some((peer: any) => peer.ipBlock !== undefined && inCidr(ip, peer.ipBlock.cidr) && !(peer.ipBlock.except ?? []).some((e: string) => inCidr(ip, e))))
+      policy.spec.egress.some(
+        (rule: any) =>
+          (rule.ports === undefined || rule.ports.some((p: any) => p.port === port && (p.protocol ?? 'TCP') === protocol)) &&
+          rule.to.some((peer: any) => peer.ipBlock !== undefined && inCidr(ip, peer.ipBlock.cidr) && !(peer.ipBlock.except ?? []).some((e: string) => inCidr(ip, e))),
+      )
     for (const ip of ['169.254.169.254', '10.96.0.1', '10.244.3.7', '172.20.0.5', '192.168.1.1', '100.100.100.100', '127.0.0.1', 'fd00:ec2::254', 'fe80::1']) {
       t.notOk(allowed(ip), `${ip} is unreachable`)
     }
@@ -412,37 +452,71 @@ for (const [label, manifests] of [['default values', defaults], ['everything ena
     }
 
     const dns = policy.spec.egress.find((r: any) => r.to.some((p: any) => p.podSelector?.matchLabels?.['k8s-app'] === 'kube-dns'))
-    t.same(dns?.ports, [{ protocol: 'UDP', port: 53 }, { protocol: 'TCP', port: 53 }], 'DNS to kube-dns')
+    t.same(
+      dns?.ports,
+      [
+        { protocol: 'UDP', port: 53 },
+        { protocol: 'TCP', port: 53 },
+      ],
+      'DNS to kube-dns',
+    )
     const schedulerPods = find(manifests, 'Deployment', `${RELEASE}-scheduler-api`).spec.template.metadata.labels
     const helper = policy.spec.egress.find((r: any) => r.to.some((p: any) => selects(p.podSelector?.matchLabels, schedulerPods)))
     t.same(helper?.ports, [{ protocol: 'TCP', port: 4021 }], 'the scheduler-api pods on 4021 only')
     const gatewayPods = find(manifests, 'Deployment', `${RELEASE}-gateway`).spec.template.metadata.labels
-    t.notOk(policy.spec.egress.some((r: any) => r.to.some((p: any) => selects(p.podSelector?.matchLabels, gatewayPods))), 'not the other services')
+    t.notOk(
+      policy.spec.egress.some((r: any) => r.to.some((p: any) => selects(p.podSelector?.matchLabels, gatewayPods))),
+      'not the other services',
+    )
 
     // And the scheduler-api's own policy lets them in; no other role's does.
     for (const role of ROLES) {
       const own = find(manifests, 'NetworkPolicy', `${RELEASE}-${role}`)
       const fromRuns = own.spec.ingress.some((r: any) => r.from.some((p: any) => p.podSelector?.matchLabels?.['app.kubernetes.io/component'] === 'task-run'))
       t.equal(fromRuns, role === 'scheduler-api', `${role}: ingress from run pods ${role === 'scheduler-api' ? 'allowed' : 'refused'}`)
-      t.same(own.spec.ingress.flatMap((r: any) => r.ports), [{ protocol: 'TCP', port: ROLE_PORTS[role] }], `${role}: only its own port`)
-      const fromIngressController = own.spec.ingress.some((r: any) => r.from.some((p: any) => p.namespaceSelector?.matchLabels?.['kubernetes.io/metadata.name'] === 'ingress-nginx'))
+      t.same(
+        own.spec.ingress.flatMap((r: any) => r.ports),
+        [{ protocol: 'TCP', port: ROLE_PORTS[role] }],
+        `${role}: only its own port`,
+      )
+      const fromIngressController = own.spec.ingress.some((r: any) =>
+        r.from.some((p: any) => p.namespaceSelector?.matchLabels?.['kubernetes.io/metadata.name'] === 'ingress-nginx'),
+      )
       t.equal(fromIngressController, ['gateway', 'scheduler-api', 'memory'].includes(role), `${role}: ingress controller ${fromIngressController ? 'allowed' : 'refused'}`)
     }
   })
 
   t.test(`${label}: Services, PodDisruptionBudgets and metrics reach the right pods`, async (t) => {
-    const pods = ofKind(manifests, 'Deployment').map((d) => ({ role: d.metadata.labels?.['app.kubernetes.io/component'], labels: d.spec.template.metadata.labels, container: d.spec.template.spec.containers[0] }))
-    const services: Record<string, [string, number]> = { gateway: ['gateway', 4020], scheduler: ['scheduler-api', 4021], memory: ['memory', 4022], media: ['media', 4023], controller: ['controller', 4024] }
+    const pods = ofKind(manifests, 'Deployment').map((d) => ({
+      role: d.metadata.labels?.['app.kubernetes.io/component'],
+      labels: d.spec.template.metadata.labels,
+      container: d.spec.template.spec.containers[0],
+    }))
+    const services: Record<string, [string, number]> = {
+      gateway: ['gateway', 4020],
+      scheduler: ['scheduler-api', 4021],
+      memory: ['memory', 4022],
+      media: ['media', 4023],
+      controller: ['controller', 4024],
+    }
     for (const [suffix, [role, port]] of Object.entries(services)) {
       const service = find(manifests, 'Service', `${RELEASE}-${suffix}`)
       const matched = pods.filter((p) => selects(service.spec.selector, p.labels))
-      t.same(matched.map((p) => p.role), [role], `Service ${suffix} selects the ${role} pods only`)
+      t.same(
+        matched.map((p) => p.role),
+        [role],
+        `Service ${suffix} selects the ${role} pods only`,
+      )
       t.same(service.spec.ports, [{ name: 'http', port, targetPort: 'http', protocol: 'TCP' }])
       t.equal(service.spec.type, 'ClusterIP')
     }
     for (const role of ROLES) {
       const pdb = find(manifests, 'PodDisruptionBudget', `${RELEASE}-${role}`)
-      t.same(pods.filter((p) => selects(pdb.spec.selector.matchLabels, p.labels)).map((p) => p.role), [role], `PDB ${role}`)
+      t.same(
+        pods.filter((p) => selects(pdb.spec.selector.matchLabels, p.labels)).map((p) => p.role),
+        [role],
+        `PDB ${role}`,
+      )
       t.equal(pdb.spec.maxUnavailable, 1, `PDB ${role}: a single replica never blocks a drain`)
     }
     const monitors = ofKind(manifests, 'ServiceMonitor')
@@ -454,22 +528,36 @@ for (const [label, manifests] of [['default values', defaults], ['everything ena
     const [monitor] = monitors
     t.equal(monitors.length, 1)
     t.equal(monitor?.metadata.labels?.release, 'kube-prometheus-stack', 'labels from values')
-    const scraped = ofKind(manifests, 'Service').filter((s) =>
-      selects(monitor?.spec.selector.matchLabels, s.metadata.labels) &&
-      monitor?.spec.selector.matchExpressions.every((e: any) => e.operator === 'In' && e.values.includes(s.metadata.labels?.[e.key])))
-    t.same(scraped.map((s) => s.metadata.name).sort(), Object.keys(services).map((s) => `${RELEASE}-${s}`).sort(), 'every role Service is scraped, not the data stores')
-    t.same(monitor?.spec.endpoints.map((e: any) => [e.port, e.path]), [['http', '/metrics']])
+    const scraped = ofKind(manifests, 'Service').filter(
+      (s) =>
+        selects(monitor?.spec.selector.matchLabels, s.metadata.labels) &&
+        monitor?.spec.selector.matchExpressions.every((e: any) => e.operator === 'In' && e.values.includes(s.metadata.labels?.[e.key])),
+    )
+    t.same(
+      scraped.map((s) => s.metadata.name).sort(),
+      Object.keys(services)
+        .map((s) => `${RELEASE}-${s}`)
+        .sort(),
+      'every role Service is scraped, not the data stores',
+    )
+    t.same(
+      monitor?.spec.endpoints.map((e: any) => [e.port, e.path]),
+      [['http', '/metrics']],
+    )
   })
 }
 
 t.test('everything enabled: ingress, in-cluster data stores, secrets and the migrate hook', async (t) => {
   const ingress = find(allEnabled, 'Ingress', RELEASE)
   t.equal(ingress.spec.ingressClassName, 'nginx')
-  t.same(ingress.spec.rules.map((r: any) => [r.host, r.http.paths[0].backend.service.name, r.http.paths[0].backend.service.port.name]), [
-    ['agents.example.com', `${RELEASE}-gateway`, 'http'],
-    ['scheduler.example.com', `${RELEASE}-scheduler`, 'http'],
-    ['memory.example.com', `${RELEASE}-memory`, 'http'],
-  ])
+  t.same(
+    ingress.spec.rules.map((r: any) => [r.host, r.http.paths[0].backend.service.name, r.http.paths[0].backend.service.port.name]),
+    [
+      ['agents.example.com', `${RELEASE}-gateway`, 'http'],
+      ['scheduler.example.com', `${RELEASE}-scheduler`, 'http'],
+      ['memory.example.com', `${RELEASE}-memory`, 'http'],
+    ],
+  )
   t.same(ingress.spec.tls, [{ secretName: 'agent-gateway-tls', hosts: ['agents.example.com', 'scheduler.example.com', 'memory.example.com'] }])
   const gatewayEnv = envOf(find(allEnabled, 'Deployment', `${RELEASE}-gateway`).spec.template.spec.containers[0])
   t.equal(gatewayEnv.get('PUBLIC_BASE_URL')?.value, 'https://agents.example.com', 'public URLs follow the TLS ingress hosts')
@@ -478,16 +566,28 @@ t.test('everything enabled: ingress, in-cluster data stores, secrets and the mig
 
   // Secret env: only the roles that use a secret get it; mandatory ones are not optional.
   const secretRefs = (role: string) =>
-    Object.fromEntries([...envOf(find(allEnabled, 'Deployment', `${RELEASE}-${role}`).spec.template.spec.containers[0])]
-      .filter(([, e]) => e.valueFrom?.secretKeyRef?.name === 'agent-gateway-secrets')
-      .map(([name, e]) => [name, e.valueFrom.secretKeyRef.optional]))
+    Object.fromEntries(
+      [...envOf(find(allEnabled, 'Deployment', `${RELEASE}-${role}`).spec.template.spec.containers[0])]
+        .filter(([, e]) => e.valueFrom?.secretKeyRef?.name === 'agent-gateway-secrets')
+        .map(([name, e]) => [name, e.valueFrom.secretKeyRef.optional]),
+    )
   t.same(secretRefs('media'), {}, 'media reads no secrets')
   t.notOk('CHAIN_RPC_URL' in Object.fromEntries(envOf(find(allEnabled, 'Deployment', `${RELEASE}-media`).spec.template.spec.containers[0])), 'media needs no chain')
-  t.same(secretRefs('scheduler-api'), { SETTLER_PRIVATE_KEY: false, MPP_SECRET_KEY: false, SCHEDULER_SECRET_KEY: false, LLM_API_KEY: true, SMTP_URL: true, MARKETPLACE_PAYER_PRIVATE_KEY: true })
+  t.same(secretRefs('scheduler-api'), {
+    SETTLER_PRIVATE_KEY: false,
+    MPP_SECRET_KEY: false,
+    SCHEDULER_SECRET_KEY: false,
+    LLM_API_KEY: true,
+    SMTP_URL: true,
+    MARKETPLACE_PAYER_PRIVATE_KEY: true,
+  })
   t.same(secretRefs('gateway'), { SETTLER_PRIVATE_KEY: false, MPP_SECRET_KEY: false, SMTP_URL: true })
 
   // In-cluster Postgres/Redis: the connection URLs come from the chart's Secrets.
-  for (const [store, variable, port] of [['postgresql', 'DATABASE_URL', 5432], ['redis', 'REDIS_URL', 6379]] as const) {
+  for (const [store, variable, port] of [
+    ['postgresql', 'DATABASE_URL', 5432],
+    ['redis', 'REDIS_URL', 6379],
+  ] as const) {
     const name = `${RELEASE}-${store}`
     const secret = find(allEnabled, 'Secret', name)
     t.match(secret.stringData[variable], new RegExp(`@${name}\\.${NAMESPACE}\\.svc:${port}`), `${variable} points at the in-cluster ${store}`)
@@ -498,7 +598,11 @@ t.test('everything enabled: ingress, in-cluster data stores, secrets and the mig
     const service = find(allEnabled, 'Service', name)
     t.ok(selects(service.spec.selector, statefulSet.spec.template.metadata.labels), `${store} Service selects its pod`)
     const policy = find(allEnabled, 'NetworkPolicy', name)
-    t.same(policy.spec.ingress[0].from, [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'agent-gateway', 'app.kubernetes.io/instance': RELEASE } } }], `${store}: only the release's pods`)
+    t.same(
+      policy.spec.ingress[0].from,
+      [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'agent-gateway', 'app.kubernetes.io/instance': RELEASE } } }],
+      `${store}: only the release's pods`,
+    )
   }
   const volumeClaim = find(allEnabled, 'StatefulSet', `${RELEASE}-postgresql`).spec.volumeClaimTemplates[0]
   t.equal(volumeClaim.spec.storageClassName, 'standard')
@@ -550,7 +654,9 @@ t.test('NOTES.txt names the URLs, the qualified kubectl commands and the evaluat
 })
 
 t.test('the CRDs ship with the chart', async (t) => {
-  const crds = ofKind(defaults, 'CustomResourceDefinition').map((c) => c.metadata.name).sort()
+  const crds = ofKind(defaults, 'CustomResourceDefinition')
+    .map((c) => c.metadata.name)
+    .sort()
   t.same(crds, ['runs.jobs.agent-gateway.dev', 'tasks.jobs.agent-gateway.dev'])
 })
 

@@ -16,12 +16,11 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { openDb, type Db } from '../../src/platform/db/index.ts'
 import { migrate } from '../../src/platform/db/migrate.ts'
 import { PostgresResourceStore } from '../../controllers/local/postgres-store.ts'
-import { NotFoundError } from '../../controllers/resource-store.ts'
-import type { TaskResource } from '../../controllers/task-reconciler.ts'
 import { FakeClock } from '../helpers/fake-clock.ts'
 import { worldApps } from '../helpers/world-apps.ts'
 import { openWorld } from '../helpers/scheduler-world.ts'
 import { throwawayDatabase } from '../helpers/servers.ts'
+import { NotFoundError, type TaskResource } from '../../src/scheduler/contract/index.ts'
 
 const API = 'jobs.agent-gateway.dev/v1alpha1'
 const PROBLEM = 'application/problem+json; charset=utf-8'
@@ -48,13 +47,20 @@ async function storeSuite(t: Test, db: Db): Promise<void> {
       const poisonAt = 6
       // Submitted together: the first goes out at once, the other 12 (poison included) share the next batch.
       const results = await Promise.allSettled(names.map((name, i) => tasks.create(newTask(name, { source: i === poisonAt ? poison : `print(${i})` }))))
-      t.same(results.map(codeOf), names.map((_, i) => (i === poisonAt ? (kind === 'nul' ? '22P05' : '22P02') : 'ok')), 'only the poison failed')
+      t.same(
+        results.map(codeOf),
+        names.map((_, i) => (i === poisonAt ? (kind === 'nul' ? '22P05' : '22P02') : 'ok')),
+        'only the poison failed',
+      )
       for (const [i, name] of names.entries()) {
         const stored = await tasks.get('default', name)
         if (i === poisonAt) t.equal(stored, undefined, 'the poison was not written')
         else t.equal(stored?.spec.source, `print(${i})`, `${name} was written`)
       }
-      const events = await db.query<{ name: string }>(`select object #>> '{metadata,name}' as name from resource_events where kind = 'Task' and type = 'ADDED' and object #>> '{metadata,name}' like $1`, [`${kind}-c%`])
+      const events = await db.query<{ name: string }>(
+        `select object #>> '{metadata,name}' as name from resource_events where kind = 'Task' and type = 'ADDED' and object #>> '{metadata,name}' like $1`,
+        [`${kind}-c%`],
+      )
       t.equal(events.length, 12, 'one ADDED event per valid create')
       const rvs = await Promise.all(names.filter((_, i) => i !== poisonAt).map(async (name) => BigInt((await tasks.get('default', name))?.metadata.resourceVersion ?? '0')))
       t.equal(new Set(rvs.map(String)).size, 12, 'distinct resourceVersions')
@@ -79,7 +85,10 @@ async function storeSuite(t: Test, db: Db): Promise<void> {
     const results = await Promise.allSettled(
       names.map((name, i) => tasks.patchStatus('default', name, (i === 5 ? { lastScheduleTime: POISONS.nul } : { lastScheduleTime: `t${i}` }) as TaskResource['status'])),
     )
-    t.same(results.map(codeOf), names.map((_, i) => (i === 5 ? '22P05' : 'ok')))
+    t.same(
+      results.map(codeOf),
+      names.map((_, i) => (i === 5 ? '22P05' : 'ok')),
+    )
     for (const [i, name] of names.entries()) {
       const stored = await tasks.get('default', name)
       t.equal((stored?.status as { lastScheduleTime?: string } | undefined)?.lastScheduleTime, i === 5 ? undefined : `t${i}`, name)
@@ -91,7 +100,10 @@ async function storeSuite(t: Test, db: Db): Promise<void> {
     for (const name of names) await tasks.create(newTask(name))
     const all = [...names.slice(0, 6), 'd-\u0000', ...names.slice(6)]
     const results = await Promise.allSettled(all.map((name) => tasks.delete('default', name)))
-    t.same(results.map(codeOf), all.map((name) => (name.includes('\u0000') ? '22021' : 'ok')))
+    t.same(
+      results.map(codeOf),
+      all.map((name) => (name.includes('\u0000') ? '22021' : 'ok')),
+    )
     for (const name of names) t.equal(await tasks.get('default', name), undefined, `${name} deleted`)
     t.rejects(tasks.delete('default', 'd0'), NotFoundError)
   })
@@ -113,8 +125,8 @@ t.test('resource store on Postgres', async (t) => {
 
 // ------------------------------------------------------------------ the apps over HTTP
 
-const PAY_TO = '0x000000000000000000000000000000000000c0de' as const
-const GATEWAY_URL = 'https://gw.test'
+const _PAY_TO = '0x000000000000000000000000000000000000c0de' as const
+const _GATEWAY_URL = 'https://gw.test'
 
 interface Answer {
   status: number
@@ -174,7 +186,8 @@ async function appsSuite(t: Test, databaseUrl?: string): Promise<void> {
   })
 
   await t.test('scheduler: every string field', async (t) => {
-    const create = (payload: string, headers: Record<string, string> = {}) => inject(scheduler, 'POST', '/api/v1/tasks', { payload, headers: { ...auth, 'idempotency-key': `k-${Math.random()}`, ...headers } })
+    const create = (payload: string, headers: Record<string, string> = {}) =>
+      inject(scheduler, 'POST', '/api/v1/tasks', { payload, headers: { ...auth, 'idempotency-key': `k-${Math.random()}`, ...headers } })
     refused(t, await create(taskJson('a\\u0000b')), 'body.source', NUL, 'NUL in source')
     refused(t, await create(taskJson('a\\ud800b')), 'body.source', LONE, 'a lone high surrogate in source')
     refused(t, await create(taskJson('\\udc00')), 'body.source', LONE, 'a lone low surrogate in source')
@@ -202,7 +215,11 @@ async function appsSuite(t: Test, databaseUrl?: string): Promise<void> {
   await t.test('scheduler: 1 poison + 12 valid concurrent creates → the 12 are created', async (t) => {
     const bodies = Array.from({ length: 13 }, (_, i) => (i === 6 ? taskJson('print(\\"a\\u0000b\\")') : taskJson(`print(${i})`)))
     const answers = await Promise.all(bodies.map((payload, i) => inject(scheduler, 'POST', '/api/v1/tasks', { payload, headers: { ...auth, 'idempotency-key': `race-${i}` } })))
-    t.same(answers.map((a) => a.status), bodies.map((_, i) => (i === 6 ? 400 : 201)), 'only the poison was refused')
+    t.same(
+      answers.map((a) => a.status),
+      bodies.map((_, i) => (i === 6 ? 400 : 201)),
+      'only the poison was refused',
+    )
     t.equal(answers[6]?.body.field, 'body.source')
     for (const [i, answer] of answers.entries()) {
       if (i === 6) continue

@@ -42,7 +42,9 @@ t.test('kubernetesBackendOptions: the configuration, with its documented default
 t.test('the configured runner images and package sources reach the run Jobs', async (t) => {
   const server = await startFakeKubeApiServer({ namespaces: ['agents'] })
   t.teardown(() => server.close())
-  const dir = t.testdir({ 'job-template.yaml': 'apiVersion: batch/v1\nkind: Job\nspec:\n  ttlSecondsAfterFinished: 77\n  template:\n    spec:\n      containers:\n        - name: script\n' })
+  const dir = t.testdir({
+    'job-template.yaml': 'apiVersion: batch/v1\nkind: Job\nspec:\n  ttlSecondsAfterFinished: 77\n  template:\n    spec:\n      containers:\n        - name: script\n',
+  })
   const config = loadConfig(
     {
       KUBE_NAMESPACE: 'agents',
@@ -74,13 +76,30 @@ t.test('the configured runner images and package sources reach the run Jobs', as
       spec: { taskRef: { name: 'imaged' }, trigger: { type: 'manual', scheduledTime: '2026-11-24T10:00:00.000Z' } },
     })
     const abort = new AbortController()
-    const running = executor.execute({ runName: name, namespace: 'agents', taskName: 'imaged', runtime, source: 'print(1)', entrypoint, env: {}, dependencies: [], maxRuntimeSec: 5, signal: abort.signal })
+    const running = executor.execute({
+      runName: name,
+      namespace: 'agents',
+      taskName: 'imaged',
+      runtime,
+      source: 'print(1)',
+      entrypoint,
+      env: {},
+      dependencies: [],
+      maxRuntimeSec: 5,
+      signal: abort.signal,
+    })
     await until(`the ${runtime} Job`, () => server.get('batch/v1', 'Job', 'agents', name) !== undefined)
-    const job = server.get('batch/v1', 'Job', 'agents', name) as KubeObject & { spec: { ttlSecondsAfterFinished: number; template: { spec: { containers: Array<{ image: string }> } } } }
+    const job = server.get('batch/v1', 'Job', 'agents', name) as KubeObject & {
+      spec: { ttlSecondsAfterFinished: number; template: { spec: { containers: Array<{ image: string }> } } }
+    }
     t.equal(job.spec.template.spec.containers[0]?.image, image, `${runtime}: the configured runner image`)
     t.equal(job.spec.ttlSecondsAfterFinished, 77, `${runtime}: the configured Job template`)
     const configMap = server.list('v1', 'ConfigMap', 'agents').find((object) => object.metadata.name.startsWith(name)) as KubeObject & { data: Record<string, string> }
-    t.match(JSON.parse(configMap.data[CONFIG_KEYS.runJson] as string), { npmRegistry: 'https://npm.example/', pipIndexUrl: 'https://pypi.example/simple/' }, `${runtime}: the configured package sources`)
+    t.match(
+      JSON.parse(configMap.data[CONFIG_KEYS.runJson] as string),
+      { npmRegistry: 'https://npm.example/', pipIndexUrl: 'https://pypi.example/simple/' },
+      `${runtime}: the configured package sources`,
+    )
     abort.abort()
     t.equal((await running).outcome, 'cancelled')
   }

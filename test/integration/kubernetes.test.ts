@@ -11,7 +11,6 @@ import type { Test } from 'tap'
 import { CoordinationV1Api, KubeConfig, V1MicroTime } from '@kubernetes/client-node'
 import { Job } from 'kubernetes-models/batch/v1'
 import type { Clock } from '../../controllers/task-controller.ts'
-import type { ExecutionRequest, ExecutionResult } from '../../controllers/executor.ts'
 import { createKubernetesStores, createTaskEnvSecrets, FIELD_MANAGER, taskEnvSecretName } from '../../controllers/kubernetes/store.ts'
 import { LeaderElector } from '../../controllers/kubernetes/leader-election.ts'
 import { createJobExecutor, type KubernetesJobExecutor } from '../../controllers/kubernetes/job-executor.ts'
@@ -19,6 +18,7 @@ import { CONFIG_KEYS, runJobName, SENTINEL } from '../../controllers/kubernetes/
 import { openKubernetesBackend } from '../../controllers/kubernetes/index.ts'
 import { startFakeKubeApiServer, type FakeKubeApiServer, type KubeObject } from '../helpers/fake-kube-apiserver.ts'
 import { API, CONTRACT_NAMESPACES, FakeClock, rejection, resourceStoreContract, until } from '../helpers/resource-store-contract.ts'
+import type { ExecutionRequest, ExecutionResult } from '../../src/scheduler/contract/index.ts'
 
 function kubeConfigOf(server: FakeKubeApiServer): KubeConfig {
   const kubeConfig = new KubeConfig()
@@ -59,21 +59,36 @@ t.test('Kubernetes specifics: SSA and merge status writes, Background deletes, e
   const mark = server.requests.length
   await runs.patchStatus('agents', 'ssa-1', { phase: 'Running', startTime: '2026-11-24T00:00:01.000Z' })
   const applied = server.requests.slice(mark).find((r) => r.method === 'PATCH')
-  t.match(applied, { path: /\/namespaces\/agents\/runs\/ssa-1\/status\?.*fieldManager=agent-gateway-controller/, contentType: 'application/apply-patch+yaml' }, 'server-side apply to /status')
+  t.match(
+    applied,
+    { path: /\/namespaces\/agents\/runs\/ssa-1\/status\?.*fieldManager=agent-gateway-controller/, contentType: 'application/apply-patch+yaml' },
+    'server-side apply to /status',
+  )
   t.match(applied?.path, /force=true/, 'apply with force')
   const stored = server.get(API, 'Run', 'agents', 'ssa-1') as KubeObject
-  t.ok(stored.metadata.managedFields?.some((f) => f.manager === FIELD_MANAGER && f.operation === 'Apply' && f.subresource === 'status'), 'the status fields are owned by agent-gateway-controller')
+  t.ok(
+    stored.metadata.managedFields?.some((f) => f.manager === FIELD_MANAGER && f.operation === 'Apply' && f.subresource === 'status'),
+    'the status fields are owned by agent-gateway-controller',
+  )
 
   const mark2 = server.requests.length
   const current = await runs.get('agents', 'ssa-1')
   await runs.patchStatus('agents', 'ssa-1', { phase: 'Succeeded' }, { resourceVersion: current?.metadata.resourceVersion ?? '' })
-  t.match(server.requests.slice(mark2).find((r) => r.method === 'PATCH'), { contentType: 'application/merge-patch+json' }, 'a merge patch with a resourceVersion')
+  t.match(
+    server.requests.slice(mark2).find((r) => r.method === 'PATCH'),
+    { contentType: 'application/merge-patch+json' },
+    'a merge patch with a resourceVersion',
+  )
   t.same((await runs.get('agents', 'ssa-1'))?.status, { phase: 'Succeeded', startTime: '2026-11-24T00:00:01.000Z' })
   t.equal(run.metadata.generation, 1)
 
   const mark3 = server.requests.length
   await tasks.delete('agents', 'ssa')
-  t.match(server.requests.slice(mark3).find((r) => r.method === 'DELETE'), { path: /propagationPolicy=Background/ }, 'deletes are Background')
+  t.match(
+    server.requests.slice(mark3).find((r) => r.method === 'DELETE'),
+    { path: /propagationPolicy=Background/ },
+    'deletes are Background',
+  )
   await until('the owned Run is collected', async () => (await runs.get('agents', 'ssa-1')) === undefined)
 
   // Task env Secrets: owned by the Task, replaced whole, deleted idempotently.
@@ -123,7 +138,10 @@ t.test('leader election: two electors on one Lease', async (t) => {
     t.teardown(() => elector.stop({ release: false }))
     return { elector, state }
   }
-  const lease = () => server.get('coordination.k8s.io/v1', 'Lease', 'agents', 'controller') as (KubeObject & { spec: { holderIdentity?: string; renewTime?: string; leaseTransitions?: number } }) | undefined
+  const lease = () =>
+    server.get('coordination.k8s.io/v1', 'Lease', 'agents', 'controller') as
+      | (KubeObject & { spec: { holderIdentity?: string; renewTime?: string; leaseTransitions?: number } })
+      | undefined
   /** Advances the clock one retry period and waits for every running elector to finish its round. */
   const step = async (...electors: LeaderElector[]) => {
     const before = electors.map((e) => e.stats.ticks)
@@ -171,7 +189,11 @@ t.test('leader election: two electors on one Lease', async (t) => {
   const coordination = kubeConfig.makeApiClient(CoordinationV1Api)
   const current = await coordination.readNamespacedLease({ name: 'controller', namespace: 'agents' })
   const stamp = new V1MicroTime(clock.now().getTime())
-  await coordination.replaceNamespacedLease({ name: 'controller', namespace: 'agents', body: { ...current, spec: { ...current.spec, holderIdentity: 'intruder', renewTime: stamp, acquireTime: stamp } } })
+  await coordination.replaceNamespacedLease({
+    name: 'controller',
+    namespace: 'agents',
+    body: { ...current, spec: { ...current.spec, holderIdentity: 'intruder', renewTime: stamp, acquireTime: stamp } },
+  })
   await step(b.elector)
   t.notOk(b.elector.isLeader, 'b saw another holder')
   t.ok(b.state.signal?.aborted, "b's work signal aborted on losing the lease")
@@ -179,13 +201,17 @@ t.test('leader election: two electors on one Lease', async (t) => {
 
   // A clean stop releases the Lease: the successor does not wait for the expiry.
   const c = make('c')
-  await until('intruder lease expired for c', async () => {
-    if (!c.elector.isLeader) {
-      if (c.elector.stats.ticks === 0) c.elector.start()
-      else await step(b.elector, c.elector)
-    }
-    return c.elector.isLeader || b.elector.isLeader
-  }, 20_000)
+  await until(
+    'intruder lease expired for c',
+    async () => {
+      if (!c.elector.isLeader) {
+        if (c.elector.stats.ticks === 0) c.elector.start()
+        else await step(b.elector, c.elector)
+      }
+      return c.elector.isLeader || b.elector.isLeader
+    },
+    20_000,
+  )
   const leader = c.elector.isLeader ? c : b
   const follower = leader === c ? b : c
   t.notOk(follower.elector.isLeader, 'one leader after the intruder expired')
@@ -303,9 +329,21 @@ t.test('Job executor: a run to completion', async (t) => {
   const job = server.get('batch/v1', 'Job', 'agents', jobName) as KubeObject & { spec: { template: { spec: Record<string, unknown> } } }
   const run = server.get(API, 'Run', 'agents', 'nightly-202611241000') as KubeObject
   new Job(job as unknown as ConstructorParameters<typeof Job>[0]).validate()
-  t.same(job.metadata.ownerReferences, [{ apiVersion: API, kind: 'Run', name: 'nightly-202611241000', uid: run.metadata.uid, controller: true, blockOwnerDeletion: true }], 'owned by the Run (uid looked up)')
-  const podSpec = job.spec.template.spec as { securityContext: unknown; automountServiceAccountToken: boolean; containers: Array<{ securityContext: unknown; envFrom: unknown; env: Array<{ name: string }> }> }
-  t.same(podSpec.securityContext, { runAsNonRoot: true, runAsUser: 65534, runAsGroup: 65534, fsGroup: 65534, seccompProfile: { type: 'RuntimeDefault' } }, 'the sandbox security context reached the server')
+  t.same(
+    job.metadata.ownerReferences,
+    [{ apiVersion: API, kind: 'Run', name: 'nightly-202611241000', uid: run.metadata.uid, controller: true, blockOwnerDeletion: true }],
+    'owned by the Run (uid looked up)',
+  )
+  const podSpec = job.spec.template.spec as {
+    securityContext: unknown
+    automountServiceAccountToken: boolean
+    containers: Array<{ securityContext: unknown; envFrom: unknown; env: Array<{ name: string }> }>
+  }
+  t.same(
+    podSpec.securityContext,
+    { runAsNonRoot: true, runAsUser: 65534, runAsGroup: 65534, fsGroup: 65534, seccompProfile: { type: 'RuntimeDefault' } },
+    'the sandbox security context reached the server',
+  )
   t.match(podSpec.containers[0]?.securityContext, { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } })
   t.equal(podSpec.automountServiceAccountToken, false)
   t.same(podSpec.containers[0]?.envFrom, [{ secretRef: { name: 'nightly-env', optional: false } }])
@@ -415,7 +453,10 @@ t.test('Job executor: abort deletes the Job (Background) → cancelled', async (
   t.equal(result.exitCode, null)
   t.equal(server.get('batch/v1', 'Job', 'agents', jobName), undefined, 'the Job is deleted')
   t.same(server.list('v1', 'Pod', 'agents'), [], 'and its Pod with it (Background, not the Job default Orphan)')
-  t.ok(server.requests.slice(mark).some((r) => r.method === 'DELETE' && r.path.includes(`/jobs/${jobName}`) && r.path.includes('propagationPolicy=Background')), 'DELETE with propagationPolicy=Background')
+  t.ok(
+    server.requests.slice(mark).some((r) => r.method === 'DELETE' && r.path.includes(`/jobs/${jobName}`) && r.path.includes('propagationPolicy=Background')),
+    'DELETE with propagationPolicy=Background',
+  )
 
   const early = new AbortController()
   early.abort()
@@ -457,7 +498,10 @@ t.test('Job executor: a restarted controller adopts the running Job', async (t) 
 t.test('openKubernetesBackend wires the parts from a kubeconfig file and a Job template file', async (t) => {
   const server = await startFakeKubeApiServer({ namespaces: ['agents'] })
   t.teardown(() => server.close())
-  const dir = t.testdir({ 'job-template.yaml': 'apiVersion: batch/v1\nkind: Job\nspec:\n  ttlSecondsAfterFinished: 42\n  template:\n    spec:\n      runtimeClassName: gvisor\n      containers:\n        - name: script\n' })
+  const dir = t.testdir({
+    'job-template.yaml':
+      'apiVersion: batch/v1\nkind: Job\nspec:\n  ttlSecondsAfterFinished: 42\n  template:\n    spec:\n      runtimeClassName: gvisor\n      containers:\n        - name: script\n',
+  })
   const backend = await openKubernetesBackend({ namespace: 'agents', kubeconfigPath: server.kubeconfigPath, jobTemplateFile: `${dir}/job-template.yaml`, env: {} })
   const task = await backend.tasks.create({ apiVersion: API, kind: 'Task', metadata: { name: 'wired', namespace: 'agents' }, spec: {} })
   t.equal((await backend.tasks.list()).items.length, 1, 'stores scoped to the namespace')
@@ -465,10 +509,28 @@ t.test('openKubernetesBackend wires the parts from a kubeconfig file and a Job t
   t.ok(server.get('v1', 'Secret', 'agents', 'wired-env'))
   const clock = new FakeClock('2026-11-24T10:00:00Z')
   const executor = backend.createExecutor({ clock, waitingGraceMs: 0 })
-  await backend.runs.create({ apiVersion: API, kind: 'Run', metadata: { name: 'wired-1', namespace: 'agents', ownerReferences: [{ kind: 'Task', name: 'wired', uid: task.metadata.uid }] }, spec: { taskRef: { name: 'wired' }, trigger: { type: 'manual', scheduledTime: '2026-11-24T10:00:00.000Z' } } })
-  const running = executor.execute({ runName: 'wired-1', namespace: 'agents', taskName: 'wired', runtime: 'node', source: 'console.log(1)', entrypoint: 'main.mjs', env: {}, dependencies: [], maxRuntimeSec: 5, signal: new AbortController().signal })
+  await backend.runs.create({
+    apiVersion: API,
+    kind: 'Run',
+    metadata: { name: 'wired-1', namespace: 'agents', ownerReferences: [{ kind: 'Task', name: 'wired', uid: task.metadata.uid }] },
+    spec: { taskRef: { name: 'wired' }, trigger: { type: 'manual', scheduledTime: '2026-11-24T10:00:00.000Z' } },
+  })
+  const running = executor.execute({
+    runName: 'wired-1',
+    namespace: 'agents',
+    taskName: 'wired',
+    runtime: 'node',
+    source: 'console.log(1)',
+    entrypoint: 'main.mjs',
+    env: {},
+    dependencies: [],
+    maxRuntimeSec: 5,
+    signal: new AbortController().signal,
+  })
   await until('the Job', () => server.get('batch/v1', 'Job', 'agents', 'wired-1') !== undefined)
-  const job = server.get('batch/v1', 'Job', 'agents', 'wired-1') as KubeObject & { spec: { ttlSecondsAfterFinished: number; template: { spec: { runtimeClassName: string; containers: Array<{ image: string }> } } } }
+  const job = server.get('batch/v1', 'Job', 'agents', 'wired-1') as KubeObject & {
+    spec: { ttlSecondsAfterFinished: number; template: { spec: { runtimeClassName: string; containers: Array<{ image: string }> } } }
+  }
   t.equal(job.spec.ttlSecondsAfterFinished, 42, 'the template file is used')
   t.equal(job.spec.template.spec.runtimeClassName, 'gvisor')
   t.equal(job.spec.template.spec.containers[0]?.image, 'node:22-slim', 'default node image')

@@ -47,9 +47,7 @@ async function suite(t: Test, backend: Backend): Promise<void> {
     t.equal(await kv.set(k, 'first', { onlyIfAbsent: true }), true)
     t.equal(await kv.set(k, 'second', { onlyIfAbsent: true }), false)
     t.equal(await kv.get(k), 'first', 'loser does not overwrite')
-    const winners = await Promise.all(
-      Array.from({ length: 10 }, (_, i) => kv.set(key('nx-race'), `w${i}`, { onlyIfAbsent: true })),
-    )
+    const winners = await Promise.all(Array.from({ length: 10 }, (_, i) => kv.set(key('nx-race'), `w${i}`, { onlyIfAbsent: true })))
     t.equal(winners.filter(Boolean).length, 1, 'exactly one concurrent SET NX wins')
     await kv.del(k)
     t.equal(await kv.set(k, 'third', { onlyIfAbsent: true }), true, 'free again after del')

@@ -76,9 +76,7 @@ async function suite(t: Test, db: Db, dev: StartedDevChain): Promise<void> {
     // The armed part: every request at once; the process dies at the kill point.
     first.life.killAt = scenario.kill
     first.life.armed = true
-    await Promise.allSettled(
-      prepared.map((p) => (p.kind === 'delete' ? first.service.deleteTask(p.taskId as string, p.buyer.address) : send(first, p.call as Call, p.proof))),
-    )
+    await Promise.allSettled(prepared.map((p) => (p.kind === 'delete' ? first.service.deleteTask(p.taskId as string, p.buyer.address) : send(first, p.call as Call, p.proof))))
     const outcome: Outcome = { steps: first.life.steps, killed: first.life.killed, trace: [...first.life.trace] }
     await shutdown(first)
 
@@ -92,7 +90,13 @@ async function suite(t: Test, db: Db, dev: StartedDevChain): Promise<void> {
     const second = await boot(db, dev, settlerKey, payTo, clock)
     const payers = buyers.map((b) => b.address.toLowerCase())
     const openPayments = async () =>
-      Number((await db.query<{ n: bigint }>(`select count(*)::int8 as n from payment_reservations where payer = any($1::text[]) and state in ('reserved', 'settling', 'pending')`, [payers]))[0]?.n ?? 0n)
+      Number(
+        (
+          await db.query<{ n: bigint }>(`select count(*)::int8 as n from payment_reservations where payer = any($1::text[]) and state in ('reserved', 'settling', 'pending')`, [
+            payers,
+          ])
+        )[0]?.n ?? 0n,
+      )
     for (let pass = 0; pass < 10 && (await openPayments()) > 0; pass += 1) {
       if (pass === 3) offsetMs = 3_600_000
       await second.payments.reconcile({ reservedStaleMs: 0, settlingStaleMs: 0 })
@@ -104,7 +108,9 @@ async function suite(t: Test, db: Db, dev: StartedDevChain): Promise<void> {
     for (let pass = 0; pass < 10; pass += 1) {
       await db.query(`update scheduler_refunds set next_attempt_at = now() where state <> 'confirmed'`)
       await second.service.recover({ orphanedBefore: restartedAt })
-      const open = await db.query(`select 1 from scheduler_refunds r join scheduler_tasks t on t.id = r.task_id where t.owner = any($1::text[]) and r.state <> 'confirmed'`, [payers])
+      const open = await db.query(`select 1 from scheduler_refunds r join scheduler_tasks t on t.id = r.task_id where t.owner = any($1::text[]) and r.state <> 'confirmed'`, [
+        payers,
+      ])
       if (open.length === 0) break
     }
     await shutdown(second)
@@ -124,7 +130,9 @@ async function suite(t: Test, db: Db, dev: StartedDevChain): Promise<void> {
     )
     problems.push(...leftovers.map((row) => row.what))
     // The database agrees with the chain about every payment.
-    const reservations = await db.query<{ state: string; detail: { from: Hex; nonce: Hex } }>(`select state, detail from payment_reservations where payer = any($1::text[])`, [payers])
+    const reservations = await db.query<{ state: string; detail: { from: Hex; nonce: Hex } }>(`select state, detail from payment_reservations where payer = any($1::text[])`, [
+      payers,
+    ])
     for (const r of reservations) {
       const used = await dev.isAuthorizationUsed(r.detail.from, r.detail.nonce)
       if (used !== (r.state === 'settled')) problems.push(`reservation ${r.state} but authorization ${used ? 'used' : 'unused'} on-chain`)

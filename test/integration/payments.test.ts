@@ -42,7 +42,7 @@ const REVIEWS_PATH = '/api/v1/annotate/reviews'
 const OPERATIONS = new Set(['generateSongs', 'createReviewSession'])
 const CREDIT_PLAN: PlanSpec = (() => {
   const plan = registry.services.flatMap((s) => s.plans).find((p) => p.id === 'reviews-credit-5')
-  if (!plan || plan.kind !== 'credit') throw new Error('registry lost the reviews-credit-5 credit plan')
+  if (plan?.kind !== 'credit') throw new Error('registry lost the reviews-credit-5 credit plan')
   return plan
 })()
 
@@ -121,7 +121,12 @@ function handlers(db: Db, chain: DevChain, work: WorkLog): Record<string, Operat
 async function buildApp(catalog: Catalog, access: AccessControl, table: Record<string, OperationHandler>): Promise<{ app: FastifyInstance; url: string }> {
   const app = createHttpApp({ name: 'gateway', logger, metrics: createMetrics({ defaultMetrics: false }), bodyLimitBytes: 1 << 20 })
   app.decorateRequest('payment', null)
-  mountOperations(app, catalog.operations.filter((entry) => OPERATIONS.has(entry.spec.operationId)), table, (entry, handler) => access.wrap(entry, handler))
+  mountOperations(
+    app,
+    catalog.operations.filter((entry) => OPERATIONS.has(entry.spec.operationId)),
+    table,
+    (entry, handler) => access.wrap(entry, handler),
+  )
   await app.listen({ host: '127.0.0.1', port: 0 })
   const address = app.server.address()
   if (!address || typeof address !== 'object') throw new Error('not listening')
@@ -234,8 +239,14 @@ async function suite(t: Test, db: Db): Promise<void> {
     t.equal(await chain.settlementStatus(settle.transaction as Hex), 'confirmed')
     t.same(await balances(buyer.address, payTo), [1_000_000n - SONG_PRICE, (payeeBefore ?? 0n) + SONG_PRICE])
     const rows = await ledger(buyer.address)
-    t.same(rows.map((r) => [r.event, r.amount_micros, r.reference]), [['settled', SONG_PRICE, settle.transaction]])
-    t.same((await reservations(buyer.address)).map((r) => r.state), ['settled'])
+    t.same(
+      rows.map((r) => [r.event, r.amount_micros, r.reference]),
+      [['settled', SONG_PRICE, settle.transaction]],
+    )
+    t.same(
+      (await reservations(buyer.address)).map((r) => r.state),
+      ['settled'],
+    )
   })
 
   await t.test('the same proof fired 50 times in parallel: one 200, 49 × 402 nonce_already_used, moved once', async (t) => {
@@ -253,7 +264,10 @@ async function suite(t: Test, db: Db): Promise<void> {
     t.ok(winner?.headers.get('payment-response'), 'the winner carries the receipt')
     t.equal(work.songs.length - ranBefore, 1, 'the work ran once')
     t.same(await balances(buyer.address, payTo), [1_000_000n - SONG_PRICE, (payeeBefore ?? 0n) + SONG_PRICE], 'balance moved once')
-    t.same((await ledger(buyer.address)).map((r) => r.event), ['settled'])
+    t.same(
+      (await ledger(buyer.address)).map((r) => r.event),
+      ['settled'],
+    )
   })
 
   await t.test('work that fails is not charged; the same proof then settles once on a succeeding call', async (t) => {
@@ -267,19 +281,31 @@ async function suite(t: Test, db: Db): Promise<void> {
     t.match(await problem(crashed), { code: 'internal' })
     t.same(await balances(buyer.address, payTo), [SONG_PRICE, payeeBefore ?? 0n], 'nothing moved')
     t.same(await ledger(buyer.address), [], 'no ledger row')
-    t.same((await reservations(buyer.address)).map((r) => r.state), ['released'])
+    t.same(
+      (await reservations(buyer.address)).map((r) => r.state),
+      ['released'],
+    )
 
     const refused = await post(songs, { prompt: 'fail-4xx', candidateCount: 1 }, proof)
     t.equal(refused.status, 409, 'a 4xx from the work reaches the client')
-    t.same((await reservations(buyer.address)).map((r) => r.state), ['released'])
+    t.same(
+      (await reservations(buyer.address)).map((r) => r.state),
+      ['released'],
+    )
     t.equal(await chain.balanceOf(buyer.address), SONG_PRICE)
 
     const ok = await post(songs, { prompt: 'retry', candidateCount: 1 }, proof)
     t.equal(ok.status, 200)
     t.match(decodePaymentResponseHeader(ok.headers.get('payment-response') ?? ''), { success: true })
     t.same(await balances(buyer.address, payTo), [0n, (payeeBefore ?? 0n) + SONG_PRICE])
-    t.same((await ledger(buyer.address)).map((r) => r.event), ['settled'])
-    t.same((await reservations(buyer.address)).map((r) => r.state), ['settled'])
+    t.same(
+      (await ledger(buyer.address)).map((r) => r.event),
+      ['settled'],
+    )
+    t.same(
+      (await reservations(buyer.address)).map((r) => r.state),
+      ['settled'],
+    )
 
     const again = await post(songs, { prompt: 'retry', candidateCount: 1 }, proof)
     t.equal(again.status, 402)
@@ -298,8 +324,14 @@ async function suite(t: Test, db: Db): Promise<void> {
       t.notOk('mimeType' in body || 'url' in body, 'the work result is withheld')
       t.equal(res.headers.get('payment-response'), null)
       t.equal(work.compensations - compensationsBefore, 1, 'the song bound to the payment was reversed')
-      t.same((await ledger(buyer.address)).map((r) => r.event), ['failed'])
-      t.same((await reservations(buyer.address)).map((r) => r.state), ['released'])
+      t.same(
+        (await ledger(buyer.address)).map((r) => r.event),
+        ['failed'],
+      )
+      t.same(
+        (await reservations(buyer.address)).map((r) => r.state),
+        ['released'],
+      )
     })
 
     await t.test('buyer drained after verification, while the work runs', async (t) => {
@@ -313,7 +345,10 @@ async function suite(t: Test, db: Db): Promise<void> {
       t.match(problemBody, { reason: 'settlement_failed' })
       t.notOk('mimeType' in problemBody, 'the work result is withheld')
       t.same(await balances(buyer.address, payTo), [0n, payeeBefore ?? 0n], 'nothing moved')
-      t.same((await ledger(buyer.address)).map((r) => r.event), ['failed'])
+      t.same(
+        (await ledger(buyer.address)).map((r) => r.event),
+        ['failed'],
+      )
       t.notOk((await ledger(buyer.address)).some((r) => r.event === 'settled'))
     })
   })
@@ -340,8 +375,14 @@ async function suite(t: Test, db: Db): Promise<void> {
     t.equal(res.headers.get('x-payment-status'), 'pending')
     const reference = res.headers.get('x-payment-reference')
     t.match(reference, /^0x[0-9a-f]{64}$/)
-    t.same((await ledger(buyer.address)).map((r) => [r.event, r.reference]), [['pending', reference]])
-    t.same((await reservations(buyer.address)).map((r) => r.state), ['pending'])
+    t.same(
+      (await ledger(buyer.address)).map((r) => [r.event, r.reference]),
+      [['pending', reference]],
+    )
+    t.same(
+      (await reservations(buyer.address)).map((r) => r.state),
+      ['pending'],
+    )
     t.equal(await payments.reconcile(), 0, 'nothing decided while the tx is in the mempool')
 
     const replay = await post(slow.url + SONGS_PATH, { prompt: 'slow chain', candidateCount: 1 }, proof)
@@ -352,8 +393,14 @@ async function suite(t: Test, db: Db): Promise<void> {
     automine = true
     t.equal(await payments.reconcile(), 1)
     t.equal(await shortTimeout.reconcile(), 0, 'a second reconcile changes nothing')
-    t.same((await ledger(buyer.address)).map((r) => r.event), ['pending', 'reconciled_settled'])
-    t.same((await reservations(buyer.address)).map((r) => r.state), ['settled'])
+    t.same(
+      (await ledger(buyer.address)).map((r) => r.event),
+      ['pending', 'reconciled_settled'],
+    )
+    t.same(
+      (await reservations(buyer.address)).map((r) => r.state),
+      ['settled'],
+    )
     t.same(await balances(buyer.address, payTo), [0n, (payeeBefore ?? 0n) + SONG_PRICE])
   })
 
@@ -393,11 +440,18 @@ async function suite(t: Test, db: Db): Promise<void> {
 
       const buyer = await funded(2n * SONG_PRICE)
       const pay = wrapFetchWithPayment(fetch, new x402Client().register('eip155:8453', new ExactEvmScheme(buyer)))
-      const paid = await pay(songs, { method: 'POST', headers: { 'content-type': 'application/json', ...agent.header }, body: JSON.stringify({ prompt: 'three', candidateCount: 3 }) })
+      const paid = await pay(songs, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...agent.header },
+        body: JSON.stringify({ prompt: 'three', candidateCount: 3 }),
+      })
       t.equal(paid.status, 200)
       t.match(work.songs.at(-1), { protocol: 'x402', includedUnits: 1 })
       t.equal(await chain.balanceOf(buyer.address), 0n)
-      t.same((await ledger(buyer.address)).map((r) => [r.event, r.amount_micros]), [['settled', 2n * SONG_PRICE]])
+      t.same(
+        (await ledger(buyer.address)).map((r) => [r.event, r.amount_micros]),
+        [['settled', 2n * SONG_PRICE]],
+      )
       const after = await post(songs, { prompt: 'three', candidateCount: 3 }, agent.header)
       t.equal(quotedAmount(after), (3n * SONG_PRICE).toString(), 'the unit is spent: full price now')
     })
@@ -452,7 +506,10 @@ async function suite(t: Test, db: Db): Promise<void> {
     t.equal(work.reviews - reviewsBefore, 1)
     t.equal(await creditOf(agentId), granted - 3n * REVIEW_PRICE, 'a failing call is refunded')
     const kinds = await db.query<{ kind: string }>(`select kind from plan_credit_ledger where agent_id = $1 order by id`, [agentId])
-    t.same(kinds.map((k) => k.kind), ['grant', 'debit', 'debit', 'debit', 'debit', 'refund'])
+    t.same(
+      kinds.map((k) => k.kind),
+      ['grant', 'debit', 'debit', 'debit', 'debit', 'refund'],
+    )
 
     await t.test('20 parallel calls with credit for only 5 → exactly 5 succeed', async (t) => {
       const small = await payments.agents.register()
@@ -498,9 +555,18 @@ async function suite(t: Test, db: Db): Promise<void> {
     }
     t.equal(changed, 1, 'reconciled', bug)
     const state = await db.query<{ state: string }>(`select state from payment_reservations where replay_key = $1`, [replayKey])
-    t.same(state.map((r) => r.state), ['settled'], 'reservation settled', bug)
+    t.same(
+      state.map((r) => r.state),
+      ['settled'],
+      'reservation settled',
+      bug,
+    )
     const events = await db.query<{ event: string }>(`select event from payments_ledger where replay_key = $1 order by id`, [replayKey])
-    t.same(events.map((r) => r.event), ['settled'], 'still exactly one settlement row')
+    t.same(
+      events.map((r) => r.event),
+      ['settled'],
+      'still exactly one settlement row',
+    )
   })
   t.comment(`suite on ${db.kind}: ${Math.round(performance.now() - started)} ms`)
 }

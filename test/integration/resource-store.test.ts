@@ -5,15 +5,13 @@ import type { Test } from 'tap'
 import { openDb, type Db } from '../../src/platform/db/index.ts'
 import { migrate } from '../../src/platform/db/migrate.ts'
 import { PostgresResourceStore } from '../../controllers/local/postgres-store.ts'
-import { ConflictError, GoneError, type ResourceStore, type WatchEvent } from '../../controllers/resource-store.ts'
 import { Informer } from '../../controllers/informer.ts'
-import { TaskController, type Clock } from '../../controllers/task-controller.ts'
-import type { RunResource, TaskResource } from '../../controllers/task-reconciler.ts'
+import { TaskController } from '../../controllers/task-controller.ts'
 import { throwawayDatabase } from '../helpers/servers.ts'
 import { FakeClock } from '../helpers/fake-clock.ts'
+import { ConflictError, GoneError, type ResourceStore, type RunResource, type TaskResource, type WatchEvent } from '../../src/scheduler/contract/index.ts'
 
 const API = 'jobs.agent-gateway.dev/v1alpha1'
-
 
 async function rejection(promise: Promise<unknown>): Promise<unknown> {
   try {
@@ -26,7 +24,12 @@ async function rejection(promise: Promise<unknown>): Promise<unknown> {
 
 function sortDeep(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(sortDeep)
-  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, v]) => [k, sortDeep(v)]))
+  if (value !== null && typeof value === 'object')
+    return Object.fromEntries(
+      Object.entries(value)
+        .sort(([a], [b]) => (a < b ? -1 : 1))
+        .map(([k, v]) => [k, sortDeep(v)]),
+    )
   return value
 }
 
@@ -126,12 +129,21 @@ async function storeSuite(t: Test, open: () => Promise<Db | undefined>): Promise
     abort.abort()
     await watching
     const order = events.map((e) => BigInt(e.object.metadata.resourceVersion))
-    t.ok(order.every((rv, i) => i === 0 || rv > (order[i - 1] as bigint)), 'events strictly ordered by resourceVersion')
+    t.ok(
+      order.every((rv, i) => i === 0 || rv > (order[i - 1] as bigint)),
+      'events strictly ordered by resourceVersion',
+    )
     // The event object is written by SQL in the same statement as the row: it must be the object.
     const latest = new Map<string, RunResource>()
     for (const event of events) if (event.type !== 'DELETED') latest.set(event.object.metadata.name, event.object)
-    const mismatch = (await runs.list('default')).items.filter((run) => latest.has(run.metadata.name) && JSON.stringify(sortDeep(latest.get(run.metadata.name))) !== JSON.stringify(sortDeep(run)))
-    t.same(mismatch.map((run) => run.metadata.name), [], 'each last event object equals the stored object (metadata, spec, status)')
+    const mismatch = (await runs.list('default')).items.filter(
+      (run) => latest.has(run.metadata.name) && JSON.stringify(sortDeep(latest.get(run.metadata.name))) !== JSON.stringify(sortDeep(run)),
+    )
+    t.same(
+      mismatch.map((run) => run.metadata.name),
+      [],
+      'each last event object equals the stored object (metadata, spec, status)',
+    )
     const deleted = events.find((e) => e.type === 'DELETED')
     t.equal(deleted?.object.metadata.name, names[2], 'DELETED event carries the object')
     t.ok(BigInt(deleted?.object.metadata.resourceVersion ?? '0') > BigInt((patched.at(-1) as RunResource).metadata.resourceVersion), 'with a new resourceVersion')
@@ -159,8 +171,15 @@ async function storeSuite(t: Test, open: () => Promise<Db | undefined>): Promise
       ['ADDED owner-1', 'ADDED owner-2', 'ADDED other-1', 'MODIFIED owner-1', 'DELETED owner-1', 'DELETED owner-2'],
     )
     const rvs = events.map((e) => BigInt(e.object.metadata.resourceVersion))
-    t.ok(rvs.every((rv, i) => i === 0 || rv > (rvs[i - 1] as bigint)), 'strictly increasing resourceVersions')
-    t.same((await runs.list('default')).items.map((r) => r.metadata.name), ['other-1'], 'owned runs deleted with their task')
+    t.ok(
+      rvs.every((rv, i) => i === 0 || rv > (rvs[i - 1] as bigint)),
+      'strictly increasing resourceVersions',
+    )
+    t.same(
+      (await runs.list('default')).items.map((r) => r.metadata.name),
+      ['other-1'],
+      'owned runs deleted with their task',
+    )
     t.same((await runs.list(undefined, { fieldSelector: { 'spec.taskRef.name': 'other' } })).items.length, 1, 'field selector')
     t.equal(await tasks.get('default', 'owner'), undefined)
   })
@@ -244,7 +263,10 @@ async function storeSuite(t: Test, open: () => Promise<Db | undefined>): Promise
     t.equal(b.stats.runsCreated + c.stats.runsCreated, 4, 'one successful create per slot across both controllers')
     t.comment(`controller stats b=${JSON.stringify(b.stats)} c=${JSON.stringify(c.stats)}`)
     await Promise.all([b.stop(), c.stop()])
-    t.notOk(errors.some((e) => !(e instanceof ConflictError)), 'only optimistic-concurrency conflicts were retried')
+    t.notOk(
+      errors.some((e) => !(e instanceof ConflictError)),
+      'only optimistic-concurrency conflicts were retried',
+    )
   })
 }
 

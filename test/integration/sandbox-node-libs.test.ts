@@ -42,5 +42,9 @@ t.test('a library in nodeLibsDir is importable and requirable, read-only', { ski
   t.equal(without.outcome, 'failed', 'without the dir the import fails, as before')
   t.match(without.stderr, /Cannot find package 'axios'|ERR_MODULE_NOT_FOUND/)
 
-  await t.rejects(runInSandbox({ ...input, runId: 'bad-node-libs' }, { workRoot, nodeLibsDir: path.join(root, 'missing') }), /preinstalled node libraries: .* is not a directory/, 'a configured dir that is missing is an error, not silently ignored')
+  await t.rejects(
+    runInSandbox({ ...input, runId: 'bad-node-libs' }, { workRoot, nodeLibsDir: path.join(root, 'missing') }),
+    /preinstalled node libraries: .* is not a directory/,
+    'a configured dir that is missing is an error, not silently ignored',
+  )
 })

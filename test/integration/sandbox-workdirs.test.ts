@@ -14,7 +14,10 @@ import { MAX_RUN_AGE_MS, OWNER_FILE, removeStaleWorkDirs } from '../../controlle
 const self = {
   pid: process.pid,
   host: os.hostname(),
-  bootId: await readFile('/proc/sys/kernel/random/boot_id', 'utf8').then((text) => text.trim(), () => null),
+  bootId: await readFile('/proc/sys/kernel/random/boot_id', 'utf8').then(
+    (text) => text.trim(),
+    () => null,
+  ),
   pidNamespace: await readlink('/proc/self/ns/pid').catch(() => null),
 }
 
@@ -41,7 +44,9 @@ async function runDir(root: string, name: string, owner?: Record<string, unknown
 t.test('only dirs no live process can own are removed', async (t) => {
   const root = await workRoot(t)
   const sleeper = spawn('sleep', ['60'], { stdio: 'ignore' })
-  t.teardown(() => { sleeper.kill('SIGKILL') })
+  t.teardown(() => {
+    sleeper.kill('SIGKILL')
+  })
   await runDir(root, 'agw-run-dead-owner-aaaaaa', { ...self, pid: deadPid() })
   await runDir(root, 'agw-run-previous-boot-bbbbbb', { ...self, pid: sleeper.pid, bootId: '00000000-0000-0000-0000-000000000000' })
   await runDir(root, 'agw-run-live-owner-cccccc', { ...self, pid: sleeper.pid })
@@ -53,15 +58,19 @@ t.test('only dirs no live process can own are removed', async (t) => {
   await runDir(root, 'not-a-run-dir', { ...self, pid: deadPid() })
 
   t.equal(await removeStaleWorkDirs(root), 2, 'two removed')
-  t.same((await readdir(root)).sort(), [
-    'agw-run-garbled-marker-hhhhhh',
-    'agw-run-live-owner-cccccc',
-    'agw-run-no-marker-yet-gggggg',
-    'agw-run-other-host-ffffff',
-    'agw-run-other-pid-namespace-eeeeee',
-    'agw-run-this-process-dddddd',
-    'not-a-run-dir',
-  ], 'the dead owner and the previous boot are gone; live, own, unjudgeable and foreign dirs stay')
+  t.same(
+    (await readdir(root)).sort(),
+    [
+      'agw-run-garbled-marker-hhhhhh',
+      'agw-run-live-owner-cccccc',
+      'agw-run-no-marker-yet-gggggg',
+      'agw-run-other-host-ffffff',
+      'agw-run-other-pid-namespace-eeeeee',
+      'agw-run-this-process-dddddd',
+      'not-a-run-dir',
+    ],
+    'the dead owner and the previous boot are gone; live, own, unjudgeable and foreign dirs stay',
+  )
 
   // Past the longest possible run every agw-run-* dir is a leftover, whoever wrote it (a pid reused
   // by a new process, another pid namespace, no marker).
@@ -78,12 +87,15 @@ t.test('a crashed process: its dir is swept; a live run of another process is no
   const root = await workRoot(t)
   const sandboxTs = fileURLToPath(new URL('../../controllers/local/sandbox.ts', import.meta.url))
   const script = path.join(root, 'runner.ts')
-  await writeFile(script, [
-    `import { runInSandbox } from ${JSON.stringify(sandboxTs)}`,
-    'const [workRoot, runId, uidBase] = process.argv.slice(2)',
-    "const source = 'import time\\nprint(\"started\", flush=True)\\ntime.sleep(60)\\n'",
-    "await runInSandbox({ runId, runtime: 'python', entrypoint: 'main.py', source, env: {}, dependencies: [], maxRuntimeSec: 120 }, { workRoot, uidBase: Number(uidBase) })",
-  ].join('\n'))
+  await writeFile(
+    script,
+    [
+      `import { runInSandbox } from ${JSON.stringify(sandboxTs)}`,
+      'const [workRoot, runId, uidBase] = process.argv.slice(2)',
+      'const source = \'import time\\nprint("started", flush=True)\\ntime.sleep(60)\\n\'',
+      "await runInSandbox({ runId, runtime: 'python', entrypoint: 'main.py', source, env: {}, dependencies: [], maxRuntimeSec: 120 }, { workRoot, uidBase: Number(uidBase) })",
+    ].join('\n'),
+  )
 
   /** The run dir of `runId`, once its owner marker is written. */
   const dirOf = async (runId: string) => {
@@ -97,7 +109,9 @@ t.test('a crashed process: its dir is swept; a live run of another process is no
   /** A process with one sandbox run in flight (python sleeping), as a controller mid-run. */
   const waitRunning = async (runId: string, uidBase: number) => {
     const child = spawn(process.execPath, [script, root, runId, String(uidBase)], { stdio: 'ignore' })
-    t.teardown(() => { child.kill('SIGKILL') })
+    t.teardown(() => {
+      child.kill('SIGKILL')
+    })
     const name = await dirOf(runId)
     await new Promise((resolve) => setTimeout(resolve, 1500)) // the sandbox is up (python sleeping)
     return { child, name }
@@ -115,7 +129,11 @@ t.test('a crashed process: its dir is swept; a live run of another process is no
 
   // Another process starts and sweeps (as the controller role does at start).
   const workdirsTs = fileURLToPath(new URL('../../controllers/local/workdirs.ts', import.meta.url))
-  const sweep = spawnSync(process.execPath, ['--input-type=module', '-e', `import { removeStaleWorkDirs } from ${JSON.stringify(workdirsTs)}; console.log(await removeStaleWorkDirs(${JSON.stringify(root)}))`], { encoding: 'utf8' })
+  const sweep = spawnSync(
+    process.execPath,
+    ['--input-type=module', '-e', `import { removeStaleWorkDirs } from ${JSON.stringify(workdirsTs)}; console.log(await removeStaleWorkDirs(${JSON.stringify(root)}))`],
+    { encoding: 'utf8' },
+  )
   t.equal(sweep.stdout.trim(), '1', `one dir removed ${sweep.stderr}`)
   const left = await readdir(root)
   t.notOk(left.includes(crashed.name), "the crashed process's dir is gone")

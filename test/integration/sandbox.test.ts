@@ -32,14 +32,17 @@ t.teardown(() => rm(workRoot, { recursive: true, force: true }))
 
 let seq = 0
 function run(input: Partial<SandboxRunInput> & Pick<SandboxRunInput, 'runtime' | 'source'>, options: SandboxOptions = {}): Promise<SandboxRunResult> {
-  return runInSandbox({
-    runId: `test-${++seq}`,
-    entrypoint: input.runtime === 'python' ? 'main.py' : 'index.mjs',
-    env: {},
-    dependencies: [],
-    maxRuntimeSec: 20,
-    ...input,
-  }, { workRoot, ...options })
+  return runInSandbox(
+    {
+      runId: `test-${++seq}`,
+      entrypoint: input.runtime === 'python' ? 'main.py' : 'index.mjs',
+      env: {},
+      dependencies: [],
+      maxRuntimeSec: 20,
+      ...input,
+    },
+    { workRoot, ...options },
+  )
 }
 
 /** A short diagnostic for assertion messages (the tail of stderr). */
@@ -47,7 +50,7 @@ const why = (r: SandboxRunResult) => `exit ${r.exitCode} ${r.signal ?? ''} ${r.s
 
 /** Program output: what follows the sentinel line. */
 function program(r: SandboxRunResult): string {
-  const i = r.stdout.indexOf(SENTINEL + '\n')
+  const i = r.stdout.indexOf(`${SENTINEL}\n`)
   return i < 0 ? '' : r.stdout.slice(i + SENTINEL.length + 1)
 }
 
@@ -78,7 +81,7 @@ t.test('hello world in both runtimes: sentinel, stdout, exit code, real version,
   t.equal(py.outcome, 'succeeded', why(py))
   t.equal(py.exitCode, 0)
   t.equal(py.signal, null)
-  t.ok(py.stdout.startsWith(SENTINEL + '\n'), 'sentinel first')
+  t.ok(py.stdout.startsWith(`${SENTINEL}\n`), 'sentinel first')
   const pyVersion = /hello from python (\S+)/.exec(program(py))?.[1]
   t.ok(pyVersion, program(py))
   t.equal(py.runtimeVersion, `python ${pyVersion}`, 'runtimeVersion is the interpreter that ran')
@@ -118,7 +121,9 @@ t.test('hello world in both runtimes: sentinel, stdout, exit code, real version,
 
 t.test('env: task env visible, host env not', async (t) => {
   process.env.AGW_TEST_PARENT_SECRET = 'parent-secret-value'
-  t.teardown(() => { delete process.env.AGW_TEST_PARENT_SECRET })
+  t.teardown(() => {
+    delete process.env.AGW_TEST_PARENT_SECRET
+  })
   const source = 'import os, json\nprint(json.dumps(dict(os.environ)))\n'
   const r = await run({ runtime: 'python', source, env: { API_KEY: 'task-secret', EMPTY: '' } })
   t.equal(r.outcome, 'succeeded', why(r))
@@ -211,7 +216,10 @@ while True:
   t.ok(Date.now() - started < 10_000, 'returned promptly')
   t.same(await sandboxProcesses(), [], 'no sandbox process survives')
 
-  const counted = await run({ runtime: 'python', limits: { pids: 32 }, source: `
+  const counted = await run({
+    runtime: 'python',
+    limits: { pids: 32 },
+    source: `
 import os, time
 n = 0
 try:
@@ -222,7 +230,8 @@ try:
         n += 1
 except OSError as e:
     print("fork refused after", n, "errno", e.errno)
-` })
+`,
+  })
   const n = Number(/fork refused after (\d+) errno 11/.exec(program(counted))?.[1] ?? -1)
   t.ok(n > 0 && n < 32, `fork refused with EAGAIN after ${n} children`)
   t.equal(counted.outcome, 'succeeded', 'sleeping children are reaped with the sandbox')
@@ -297,7 +306,10 @@ print(next((r for r in results if not r.startswith("wrote")), "never stopped"))
 
 t.test('network: no direct access; proxy refuses private, lets public through', async (t) => {
   let hits = 0
-  const server = http.createServer((_req, res) => { hits++; res.end('host service') })
+  const server = http.createServer((_req, res) => {
+    hits++
+    res.end('host service')
+  })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   t.teardown(() => server.close())
   const port = (server.address() as AddressInfo).port
@@ -343,7 +355,10 @@ print(json.dumps(out))
   t.comment(`public https through the proxy: ${o['proxy public https']} (${pub?.address}${pub?.status ? `, proxy status ${pub.status}` : ''})`)
 
   // node: fetch and http.request reach the proxy on every Node version
-  const js = await run({ runtime: 'node', source: `
+  const js = await run(
+    {
+      runtime: 'node',
+      source: `
 import http from 'node:http'
 const attempt = async (fn) => { try { return await fn() } catch (e) { return 'error: ' + (e.cause?.message ?? e.message) } }
 const out = {
@@ -353,7 +368,10 @@ const out = {
   public: await attempt(async () => { const r = await fetch('https://registry.npmjs.org/is-number'); await r.arrayBuffer(); return r.status }),
 }
 console.log(JSON.stringify(out))
-` }, { onEgress: (e) => egress.push(e) })
+`,
+    },
+    { onEgress: (e) => egress.push(e) },
+  )
   t.equal(js.outcome, 'succeeded', why(js))
   const jo = JSON.parse(program(js)) as Record<string, string | number>
   t.match(jo.loopback, /ECONNREFUSED/)
@@ -389,7 +407,9 @@ t.test('egress policy: checked after resolution, exact exemptions, own host addr
   proxy.revokeAllow()
   t.match(await proxy.check('rebind.example', 8443), { ok: false }, 'exemption revoked')
   const self = createEgressProxy()
-  const own = Object.values(os.networkInterfaces()).flatMap((l) => l ?? []).find((a) => !a.internal)
+  const own = Object.values(os.networkInterfaces())
+    .flatMap((l) => l ?? [])
+    .find((a) => !a.internal)
   if (own) t.match(await self.check(own.address, 443), { ok: false, status: 403 }, `own address ${own.address} refused`)
 })
 
@@ -412,7 +432,9 @@ t.test('python dependency from a local PEP 503 index', async (t) => {
   t.teardown(() => rm(wheelDir, { recursive: true, force: true }))
   const wheel = 'agwdemo-1.0.0-py3-none-any.whl'
   // A minimal, valid wheel (zip + dist-info with a hashed RECORD), written by the host python.
-  await promisify(execFile)('python3', ['-c', `
+  await promisify(execFile)('python3', [
+    '-c',
+    `
 import base64, hashlib, sys, zipfile
 files = {
     "agwdemo/__init__.py": "def greet(name):\\n    return 'hello ' + name + ' from agwdemo'\\n",
@@ -428,7 +450,9 @@ with zipfile.ZipFile(sys.argv[1], "w") as z:
         record.append("%s,sha256=%s,%d" % (name, digest, len(data)))
     record.append("agwdemo-1.0.0.dist-info/RECORD,,")
     z.writestr("agwdemo-1.0.0.dist-info/RECORD", "\\n".join(record) + "\\n")
-`, path.join(wheelDir, wheel)])
+`,
+    path.join(wheelDir, wheel),
+  ])
   const wheelBytes = await readFile(path.join(wheelDir, wheel))
   const sha = createHash('sha256').update(wheelBytes).digest('hex')
   const requests: string[] = []
@@ -490,7 +514,9 @@ t.test('helpers: clear error without an endpoint, thin HTTP client with one', as
   const calls: Array<{ url: string; auth: string | undefined; body: unknown }> = []
   const helper = http.createServer((req, res) => {
     let raw = ''
-    req.on('data', (c: Buffer) => { raw += c.toString() })
+    req.on('data', (c: Buffer) => {
+      raw += c.toString()
+    })
     req.on('end', () => {
       calls.push({ url: req.url ?? '', auth: req.headers.authorization, body: JSON.parse(raw) })
       res.setHeader('content-type', 'application/json')
@@ -502,23 +528,34 @@ t.test('helpers: clear error without an endpoint, thin HTTP client with one', as
   const helperUrl = `http://127.0.0.1:${(helper.address() as AddressInfo).port}/internal/runs/r1`
   const withHelper = { url: helperUrl, token: 'run-token-1' }
 
-  const p = await run({ runtime: 'python', helper: withHelper, source: `
+  const p = await run({
+    runtime: 'python',
+    helper: withHelper,
+    source: `
 r = generate_text("write a haiku", model_alias="quick", max_output_tokens=50)
 print(r["status"], r["body"]["text"])
 a = store_artifact("data.bin", b"\\x00\\x01", "application/octet-stream", True)
 print(a["status"])
-` })
+`,
+  })
   t.equal(p.outcome, 'succeeded', why(p))
   t.equal(program(p), '200 generated\n200\n')
-  const n = await run({ runtime: 'node', helper: withHelper, source: `
+  const n = await run({
+    runtime: 'node',
+    helper: withHelper,
+    source: `
 const r = await call('urlshortener', '/shorten', { url: 'https://example.com' })
 console.log(r.status, r.body.text)
 const c = await request_continuation(30)
 console.log(c.status)
-` })
+`,
+  })
   t.equal(n.outcome, 'succeeded', why(n))
   t.equal(program(n), '200 generated\n200\n')
-  t.same(calls.map((c) => c.url), ['/internal/runs/r1/generate_text', '/internal/runs/r1/store_artifact', '/internal/runs/r1/call', '/internal/runs/r1/request_continuation'])
+  t.same(
+    calls.map((c) => c.url),
+    ['/internal/runs/r1/generate_text', '/internal/runs/r1/store_artifact', '/internal/runs/r1/call', '/internal/runs/r1/request_continuation'],
+  )
   t.ok(calls.every((c) => c.auth === 'Bearer run-token-1'))
   t.same(calls[0]!.body, { prompt: 'write a haiku', model_alias: 'quick', max_output_tokens: 50 })
   t.same(calls[1]!.body, { name: 'data.bin', data_base64: 'AAE=', content_type: 'application/octet-stream', stable: true })

@@ -7,11 +7,21 @@ import t from 'tap'
 import { DEFAULT_RATES, estimateCeilingMicros } from '../../src/scheduler/domain/rates.ts'
 import { requestContinuation } from '../../src/scheduler/helpers/continuation.ts'
 import { parseHelperSpec } from '../../src/scheduler/helpers/run.ts'
-import { openWorld } from '../helpers/scheduler-world.ts'
+import { openWorld, type World } from '../helpers/scheduler-world.ts'
 
 const CAP = 6_000n
 const COST = 1_100n
 const body = { runtime: 'python', entrypoint: 'main.py', source: 'print(1)', max_runtime_sec: 10, max_sibling_calls: 0, max_amount_usdc_micros: Number(CAP) }
+
+/** A finished marketplace run costing COST: its run_cost row and the usage row restating it. */
+async function finishedRun(world: World, taskId: string, runId: string): Promise<void> {
+  await world.db.query(`insert into scheduler_runs (id, task_id, trigger, status, cost_micros, finished_at) values ($1, $2, 'schedule', 'succeeded', $3, now())`, [
+    runId,
+    taskId,
+    COST,
+  ])
+  await world.db.query(`insert into scheduler_ledger (task_id, kind, amount_micros, run_id) values ($1, 'run_cost', $2, $3), ($1, 'usage', $2, $3)`, [taskId, -COST, runId])
+}
 
 t.test('a marketplace task: the usage row does not count the same spend twice', async (t) => {
   const world = await openWorld()
@@ -20,11 +30,15 @@ t.test('a marketplace task: the usage row does not count the same spend twice', 
   t.equal(ceiling, 2_000n, 'the ceiling the numbers above assume')
   const pre = await world.service.precheckCreate(body, 'cont-1', CAP)
   if ('existing' in pre) throw new Error('unexpected idempotent hit')
-  const { id: taskId } = await world.service.createTask({ ...pre, idempotencyKey: 'cont-1', rail: 'marketplace', payment: { payer: 'agent:agt_cont', protocol: 'marketplace', amountMicros: CAP, replayKey: null } })
+  const { id: taskId } = await world.service.createTask({
+    ...pre,
+    idempotencyKey: 'cont-1',
+    rail: 'marketplace',
+    payment: { payer: 'agent:agt_cont', protocol: 'marketplace', amountMicros: CAP, replayKey: null },
+  })
 
   // A finished run of cost 1,100 (its run_cost and its usage restatement), and this run in flight.
-  await world.db.query(`insert into scheduler_runs (id, task_id, trigger, status, cost_micros, finished_at) values ($1, $2, 'schedule', 'succeeded', $3, now())`, [`${taskId}-r1`, taskId, COST])
-  await world.db.query(`insert into scheduler_ledger (task_id, kind, amount_micros, run_id) values ($1, 'run_cost', $2, $3), ($1, 'usage', $2, $3)`, [taskId, -COST, `${taskId}-r1`])
+  await finishedRun(world, taskId, `${taskId}-r1`)
   await world.db.query(`insert into scheduler_runs (id, task_id, trigger, status, reserved_micros) values ($1, $2, 'schedule', 'running', $3)`, [`${taskId}-r2`, taskId, ceiling])
 
   const [row] = await world.db.query<{ spec: unknown }>(`select spec from scheduler_tasks where id = $1`, [taskId])
@@ -33,7 +47,6 @@ t.test('a marketplace task: the usage row does not count the same spend twice', 
   t.match(answer, { accepted: true, consecutive_continuations: 1 }, 'accepted: 6,000 − 1,100 − 2,000 covers the ceiling')
 
   // And refused once the cap is really spent: another finished run of 1,100 (2,900 − 1,100 = 1,800).
-  await world.db.query(`insert into scheduler_runs (id, task_id, trigger, status, cost_micros, finished_at) values ($1, $2, 'schedule', 'succeeded', $3, now())`, [`${taskId}-r0`, taskId, COST])
-  await world.db.query(`insert into scheduler_ledger (task_id, kind, amount_micros, run_id) values ($1, 'run_cost', $2, $3), ($1, 'usage', $2, $3)`, [taskId, -COST, `${taskId}-r0`])
+  await finishedRun(world, taskId, `${taskId}-r0`)
   t.match(await requestContinuation({ db: world.db, rates: DEFAULT_RATES }, run, 0), { accepted: false, reason: 'insufficient_funds' })
 })

@@ -10,13 +10,7 @@ const OWNER = '0x1111111111111111111111111111111111111111'
 const AHEAD_MS = 15_000
 
 async function createTask(world: World, n: number): Promise<string> {
-  const body = { schedule: { every: 'minute' }, runtime: 'python', entrypoint: 'main.py', source: `print(${n})`, max_runtime_sec: 10, max_sibling_calls: 0, max_amount_usdc_micros: 50_000 }
-  const key = `ahead-${n}`
-  const pre = await world.service.precheckCreate(body, key, 50_000n)
-  if ('existing' in pre) throw new Error('unexpected idempotent hit')
-  const { task } = await world.service.createTask({ ...pre, idempotencyKey: key, payment: { payer: OWNER, protocol: 'x402', amountMicros: 50_000n, replayKey: `r-${key}` } })
-  await world.pay(`r-${key}`)
-  return task.id as string
+  return world.createTask(`ahead-${n}`, { owner: OWNER, body: { source: `print(${n})`, max_amount_usdc_micros: 50_000 } })
 }
 
 async function runRows(world: World, taskId: string) {
@@ -89,7 +83,11 @@ t.test('deleting a task between dispatch and slot releases the claim and closes 
   t.equal((await runRows(world, id))[0]?.status, 'cancelled', 'the claim was released')
   const { summary } = await world.service.escrow(id)
   t.equal(summary.balance_micros, 0n, 'the escrow closed at 0 (refunded)')
-  t.same(world.refunds.map((refund) => refund.amount), [50_000n], 'the whole deposit went back: a released run costs nothing')
+  t.same(
+    world.refunds.map((refund) => refund.amount),
+    [50_000n],
+    'the whole deposit went back: a released run costs nothing',
+  )
 })
 
 t.test('a run still in flight at the dispatch point does not skip the slot; the next slot waits for it', async (t) => {
@@ -101,7 +99,11 @@ t.test('a run still in flight at the dispatch point does not skip the slot; the 
   const claim = await world.service.claimRun({ runId: `${id}-manual`, taskId: id, trigger: 'manual' })
   t.equal(claim.kind, 'claimed')
   await at(world, '2026-11-24T10:00:50Z')
-  t.same((await runRows(world, id)).map((row) => row.id), [`${id}-manual`], 'the slot run is deferred, not skipped, while another run is in flight')
+  t.same(
+    (await runRows(world, id)).map((row) => row.id),
+    [`${id}-manual`],
+    'the slot run is deferred, not skipped, while another run is in flight',
+  )
   await world.service.releaseRun(`${id}-manual`, 'test: the manual run ends')
   await at(world, '2026-11-24T10:00:57Z')
   t.equal((await runRows(world, id)).find((row) => row.id === `${id}-202611241001`)?.status, 'claimed', 'claimed once the other run ended')

@@ -288,10 +288,13 @@ async function startHarness(t: Test, db: Db, overrides: Partial<HelperDeps> = {}
        values ($1, '0xowner', 'direct', $2, $3, $4, 'h', $5)`,
       [taskId, options.taskStatus ?? 'active', spec, id('idem'), options.consecutive ?? 0],
     )
-    await db.query(
-      `insert into scheduler_runs (id, task_id, trigger, status, reserved_micros, token_hash) values ($1, $2, 'schedule', $3, $4, $5)`,
-      [runId, taskId, options.status ?? 'running', ceiling, sha256Hex(token)],
-    )
+    await db.query(`insert into scheduler_runs (id, task_id, trigger, status, reserved_micros, token_hash) values ($1, $2, 'schedule', $3, $4, $5)`, [
+      runId,
+      taskId,
+      options.status ?? 'running',
+      ceiling,
+      sha256Hex(token),
+    ])
     await db.query(`insert into scheduler_ledger (task_id, kind, amount_micros) values ($1, 'charge', $2)`, [taskId, options.balance ?? 1_000_000n])
     return {
       taskId,
@@ -392,7 +395,7 @@ async function suite(t: Test, db: Db): Promise<void> {
 
     const std = await f.helper('generate_text', { prompt: 'again', model_alias: 'standard', max_output_tokens: 600 })
     t.equal(std.status, 200)
-    t.equal(llm.requests.at(-1)!.body.model, 'large-1', 'the alias picks the profile\'s model')
+    t.equal(llm.requests.at(-1)!.body.model, 'large-1', "the alias picks the profile's model")
     // 1234 x 300000 + 567 x 2500000 = 1,787,700,000 → 1788
     t.equal(std.body.cost_usdc_micros, '1788')
     t.match(await f.meters(), { llm_cost_micros: 351n + 1788n, llm_input_tokens: 2468n })
@@ -447,7 +450,13 @@ async function suite(t: Test, db: Db): Promise<void> {
     problem(t, await f.helper('call', { capability: 'urlshortner', path: '/links' }), 400, 'PRICE_UNKNOWN', 'body.capability')
     problem(t, await f.helper('call', { capability: 'acme.test/render', path: '/v1', body: {} }), 400, 'PRICE_UNKNOWN', 'body.max_price_micros')
     problem(t, await f.helper('call', { capability: 'acme.test/render', path: '/v1', body: {}, max_price_micros: 'lots' }), 400, 'PRICE_UNKNOWN', 'body.max_price_micros')
-    problem(t, await f.helper('call', { capability: 'urlshortener', path: '/links', body: { url: 'https://a.test' }, max_price_micros: 999 }), 402, 'PRICE_CAP_EXCEEDED', 'body.max_price_micros')
+    problem(
+      t,
+      await f.helper('call', { capability: 'urlshortener', path: '/links', body: { url: 'https://a.test' }, max_price_micros: 999 }),
+      402,
+      'PRICE_CAP_EXCEEDED',
+      'body.max_price_micros',
+    )
     problem(t, await f.helper('call', { capability: 'urlshortener', path: 'links' }), 400, 'validation_error', 'body.path')
     problem(t, await f.helper('call', { capability: 'acme.test/render', path: '/../admin', max_price_micros: 1 }), 400, 'VALIDATION_ERROR', 'body.path')
     problem(t, await f.helper('call', { capability: 'acme.test/render', path: '/%2E%2e/admin?x=1', max_price_micros: 1 }), 400, 'VALIDATION_ERROR', 'body.path')
@@ -494,7 +503,11 @@ async function suite(t: Test, db: Db): Promise<void> {
 
   await t.test('cdn, forms and inbox', async (t) => {
     const f = await h.task({ spec: { max_sibling_calls: 20 } })
-    const pub = await f.helper('call', { capability: 'cdn', path: '/files', body: { name: 'logo.svg', data_base64: Buffer.from('<svg/>').toString('base64'), content_type: 'image/svg+xml' } })
+    const pub = await f.helper('call', {
+      capability: 'cdn',
+      path: '/files',
+      body: { name: 'logo.svg', data_base64: Buffer.from('<svg/>').toString('base64'), content_type: 'image/svg+xml' },
+    })
     t.equal(pub.status, 201)
     t.equal(pub.body.url, `${h.publicUrl}/cdn/${f.taskId}/logo.svg`)
     let file = await fetch(pub.body.url)
@@ -502,18 +515,32 @@ async function suite(t: Test, db: Db): Promise<void> {
     t.equal(file.headers.get('content-type'), 'image/svg+xml')
     t.equal(file.headers.get('content-security-policy'), 'sandbox')
     t.equal(await file.text(), '<svg/>')
-    await f.helper('call', { capability: 'cdn', path: '/files', body: { name: 'logo.svg', data_base64: Buffer.from('<svg v="2"/>').toString('base64'), content_type: 'image/svg+xml' } })
+    await f.helper('call', {
+      capability: 'cdn',
+      path: '/files',
+      body: { name: 'logo.svg', data_base64: Buffer.from('<svg v="2"/>').toString('base64'), content_type: 'image/svg+xml' },
+    })
     file = await fetch(pub.body.url)
     t.equal(await file.text(), '<svg v="2"/>', 'publishing a name again replaces it')
     problem(t, await f.helper('call', { capability: 'cdn', path: '/files', body: { name: '../x', data_base64: 'aGk=' } }), 400, 'VALIDATION_ERROR', 'body.name')
     problem(t, await f.helper('call', { capability: 'cdn', path: '/files', body: { name: 'x', data_base64: 'not base64!' } }), 400, 'VALIDATION_ERROR', 'body.data_base64')
     const listed = await f.helper('call', { capability: 'cdn', path: '/files' })
-    t.same(listed.body.files.map((x: { name: string }) => x.name), ['logo.svg'])
+    t.same(
+      listed.body.files.map((x: { name: string }) => x.name),
+      ['logo.svg'],
+    )
 
     const form = await f.helper('call', {
       capability: 'forms',
       path: '/forms',
-      body: { title: 'Sign <up>', fields: [{ name: 'email', type: 'email', required: true }, { name: 'age', type: 'number' }, { name: 'ok', type: 'checkbox' }] },
+      body: {
+        title: 'Sign <up>',
+        fields: [
+          { name: 'email', type: 'email', required: true },
+          { name: 'age', type: 'number' },
+          { name: 'ok', type: 'checkbox' },
+        ],
+      },
     })
     t.equal(form.status, 201, form.body?.detail)
     t.match(form.body, { form_id: /^fm_/, submit_url: `${h.publicUrl}/f/${form.body.form_id}` })
@@ -524,7 +551,11 @@ async function suite(t: Test, db: Db): Promise<void> {
     t.equal(page.headers.get('content-type'), 'text/html; charset=utf-8')
     t.match(html, /Sign &lt;up&gt;/, 'the title is escaped')
     t.notMatch(html, /<up>/)
-    const json = await fetch(form.body.submit_url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'a@b.test', age: '42', extra: 'dropped' }) })
+    const json = await fetch(form.body.submit_url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: 'a@b.test', age: '42', extra: 'dropped' }),
+    })
     t.equal(json.status, 201)
     const posted = await fetch(form.body.submit_url, {
       method: 'POST',
@@ -538,17 +569,24 @@ async function suite(t: Test, db: Db): Promise<void> {
     t.equal(((await noEmail.json()) as { field: string }).field, 'body.email')
     const subs = await f.helper('call', { capability: 'forms', path: `/forms/${form.body.form_id}/submissions` })
     t.equal(subs.status, 200)
-    t.same(subs.body.submissions.map((s: { data: unknown }) => s.data), [
-      { email: 'a@b.test', age: 42, ok: false },
-      { email: 'c@d.test', ok: true },
-    ])
+    t.same(
+      subs.body.submissions.map((s: { data: unknown }) => s.data),
+      [
+        { email: 'a@b.test', age: 42, ok: false },
+        { email: 'c@d.test', ok: true },
+      ],
+    )
     const other = await h.task()
     problem(t, await other.helper('call', { capability: 'forms', path: `/forms/${form.body.form_id}/submissions` }), 404, 'not_found')
 
     const inbox = await f.helper('call', { capability: 'inbox', path: '/inboxes', method: 'POST' })
     t.equal(inbox.status, 201)
     t.match(inbox.body, { inbox_id: /^ib_/, address: `${inbox.body.inbox_id}@127.0.0.1`, ingest_url: `${h.publicUrl}/inbox/${inbox.body.inbox_id}` })
-    const mail = await fetch(inbox.body.ingest_url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ from: 'x@y.test', subject: 'Hello', text: 'Body' }) })
+    const mail = await fetch(inbox.body.ingest_url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ from: 'x@y.test', subject: 'Hello', text: 'Body' }),
+    })
     t.equal(mail.status, 201)
     t.equal((await fetch(inbox.body.ingest_url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"subject":"no from"}' })).status, 400)
     const messages = await f.helper('call', { capability: 'inbox', path: `/inboxes/${inbox.body.inbox_id}/messages` })
@@ -577,9 +615,7 @@ async function suite(t: Test, db: Db): Promise<void> {
       secretHits++
       res.writeHead(200, { 'content-type': 'image/png' }).end()
     })
-    const page = await serve(t, (_req, res) =>
-      res.writeHead(200, { 'content-type': 'text/html' }).end(`<h1 style="color:red">shot</h1><img src="${secret.base}/metadata.png">`),
-    )
+    const page = await serve(t, (_req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end(`<h1 style="color:red">shot</h1><img src="${secret.base}/metadata.png">`))
     const shooter = await startHarness(t, db, { screenshot: { chromiumPath: chromium }, egress: { allow: [`127.0.0.1:${page.port}`] } })
     const s = await shooter.task()
     const shot = await s.helper('call', { capability: 'screenshot', path: '/shots', body: { url: `${page.base}/`, width: 400, height: 300 } })

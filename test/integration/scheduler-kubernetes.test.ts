@@ -31,12 +31,7 @@ t.test('scheduler API → Task CR → Run CR at the slot → sandboxed Job → R
   const world = await openWorld({ clock, stores: createKubernetesStores({ kubeConfig, namespace: 'default' }), makeRunExecutor: makeExecutor })
   t.teardown(() => world.close())
 
-  const body = { schedule: { every: 'minute' }, runtime: 'python', entrypoint: 'main.py', source: 'print("hi")', max_runtime_sec: 30, max_sibling_calls: 0, max_amount_usdc_micros: 100_000 }
-  const pre = await world.service.precheckCreate(body, 'k8s-1', 100_000n)
-  if ('existing' in pre) throw new Error('unexpected')
-  const { task } = await world.service.createTask({ ...pre, idempotencyKey: 'k8s-1', payment: { payer: OWNER, protocol: 'x402', amountMicros: 100_000n, replayKey: 'r-k8s-1' } })
-  await world.pay('r-k8s-1')
-  const taskId = task.id as string
+  const taskId = await world.createTask('k8s-1', { owner: OWNER, body: { source: 'print("hi")', max_runtime_sec: 30 } })
   const cr = server.get(API, 'Task', 'default', taskId) as Record<string, any>
   t.ok(cr, 'the Task CR exists')
   t.match(cr.spec, { taskId, runtime: 'python', source: 'print("hi")', suspend: false, schedule: { cron: '* * * * *' } })

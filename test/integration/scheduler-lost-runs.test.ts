@@ -7,21 +7,15 @@
 // - a Kubernetes run whose Job outlives the controller is re-attached, not lost, also when the old
 //   controller died before writing the Run's Running phase.
 import t from 'tap'
-import type { ExecutionRequest, ExecutionResult, RunExecutor } from '../../controllers/executor.ts'
-import type { RunResource } from '../../controllers/task-reconciler.ts'
 import { FakeClock } from '../helpers/fake-clock.ts'
 import { openWorld, type World } from '../helpers/scheduler-world.ts'
+import type { ExecutionRequest, ExecutionResult, RunExecutor, RunResource } from '../../src/scheduler/contract/index.ts'
 
 const OWNER = '0x1111111111111111111111111111111111111111'
 const FUNDED = 100_000n
 
 async function createTask(world: World, key: string): Promise<string> {
-  const body = { schedule: { every: 'minute' }, runtime: 'python', entrypoint: 'main.py', source: 'print(1)', max_runtime_sec: 10, max_sibling_calls: 0, max_amount_usdc_micros: Number(FUNDED) }
-  const pre = await world.service.precheckCreate(body, key, FUNDED)
-  if ('existing' in pre) throw new Error('unexpected idempotent hit')
-  const { task } = await world.service.createTask({ ...pre, idempotencyKey: key, payment: { payer: OWNER, protocol: 'x402', amountMicros: FUNDED, replayKey: `r-${key}` } })
-  await world.pay(`r-${key}`) // the escrow payment settles
-  return task.id as string
+  return world.createTask(key, { owner: OWNER, body: { max_amount_usdc_micros: Number(FUNDED) } })
 }
 
 async function runRows(world: World, taskId: string) {
@@ -32,7 +26,9 @@ async function runRows(world: World, taskId: string) {
 }
 
 async function runCostRows(world: World, runId: string): Promise<bigint[]> {
-  return (await world.db.query<{ amount_micros: bigint }>(`select amount_micros from scheduler_ledger where kind = 'run_cost' and run_id = $1`, [runId])).map((row) => row.amount_micros)
+  return (await world.db.query<{ amount_micros: bigint }>(`select amount_micros from scheduler_ledger where kind = 'run_cost' and run_id = $1`, [runId])).map(
+    (row) => row.amount_micros,
+  )
 }
 
 t.test('local executor: a run executing at the restart ends failed, uncharged, with a named error', async (t) => {
@@ -50,7 +46,11 @@ t.test('local executor: a run executing at the restart ends failed, uncharged, w
   await world.crashAndRestart()
   await world.settle()
   const [lost] = await runRows(world, taskId)
-  t.match(lost, { status: 'failed', outcome: 'infra_error', exit_code: null, cost_micros: 0n, reserved_micros: 0n, error: 'the executor restarted while the run was in flight' }, 'settled as lost')
+  t.match(
+    lost,
+    { status: 'failed', outcome: 'infra_error', exit_code: null, cost_micros: 0n, reserved_micros: 0n, error: 'the executor restarted while the run was in flight' },
+    'settled as lost',
+  )
   t.same(await runCostRows(world, runId), [], 'no run_cost row')
   const view = await world.service.getRun(runId, OWNER)
   t.match(view, { status: 'failed', exit_code: null, cost_micros: '0', error: 'the executor restarted while the run was in flight' }, 'what GET /api/v1/runs/{id} answers')
@@ -58,7 +58,9 @@ t.test('local executor: a run executing at the restart ends failed, uncharged, w
   const { summary } = await world.service.escrow(taskId)
   t.equal(summary.balance_micros, FUNDED, 'the escrow is whole: nothing charged')
   t.equal(summary.reserved_micros, 0n, 'the reservation is released')
-  const [task] = await world.db.query<{ status: string; consecutive_infra_failures: number }>(`select status, consecutive_infra_failures from scheduler_tasks where id = $1`, [taskId])
+  const [task] = await world.db.query<{ status: string; consecutive_infra_failures: number }>(`select status, consecutive_infra_failures from scheduler_tasks where id = $1`, [
+    taskId,
+  ])
   t.match(task, { status: 'active', consecutive_infra_failures: 1 }, 'counted as a run lost to the service; the task stays active')
   t.equal(world.controllers.runs.stats.lost, 1)
 
@@ -112,7 +114,19 @@ class JobLikeExecutor implements RunExecutor {
   complete(): void {
     const startedAt = this.clock.now()
     for (const resolve of this.#finish.splice(0)) {
-      resolve({ outcome: 'succeeded', exitCode: 0, stdout: 'hi\n', stderr: '', stdoutBytes: 3, stderrBytes: 0, startedAt, finishedAt: new Date(startedAt.getTime() + 2_000), durationMs: 2_000, installDurationMs: 0, runtimeVersion: 'python 3.12' })
+      resolve({
+        outcome: 'succeeded',
+        exitCode: 0,
+        stdout: 'hi\n',
+        stderr: '',
+        stdoutBytes: 3,
+        stderrBytes: 0,
+        startedAt,
+        finishedAt: new Date(startedAt.getTime() + 2_000),
+        durationMs: 2_000,
+        installDurationMs: 0,
+        runtimeVersion: 'python 3.12',
+      })
     }
   }
 }

@@ -15,7 +15,7 @@ import { ExactEvmScheme } from '@x402/evm/exact/client'
 import { wrapFetchWithPayment } from '@x402/fetch'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { createLogger } from '../../src/platform/logger.ts'
-import { findPlan, findService, registry } from '../../src/catalog/registry.ts'
+import { findPlan, findService } from '../../src/catalog/registry.ts'
 import type { ServiceSpec } from '../../src/catalog/types.ts'
 import type { Payments } from '../../src/payments/index.ts'
 import { DEFAULT_RATES } from '../../src/scheduler/domain/rates.ts'
@@ -30,14 +30,6 @@ const PLAN = 'scheduler-credit-5'
 // max_runtime_sec 10 → ceiling 10 x 100 + 1000 overhead = 2000 micros; a scripted run costs 1100..2000.
 const CEILING = 2_000n
 
-interface Problem {
-  status: number
-  code: string
-  detail: string
-  field?: string
-  [key: string]: unknown
-}
-
 interface Harness {
   world: World
   payments: Payments
@@ -47,7 +39,11 @@ interface Harness {
   register(): Promise<{ agentId: string; token: string }>
   /** Buys `scheduler-credit-5` for the token through the gateway's real purchase route (x402). */
   buyPlan(token: string): Promise<Record<string, unknown>>
-  call(method: string, url: string, options?: { token?: string; headers?: Record<string, string>; body?: unknown }): Promise<{ status: number; body: any; headers: Record<string, unknown> }>
+  call(
+    method: string,
+    url: string,
+    options?: { token?: string; headers?: Record<string, string>; body?: unknown },
+  ): Promise<{ status: number; body: any; headers: Record<string, unknown> }>
   /** Advances the clock one cron slot and lets the controllers finish what is due. */
   tick(): Promise<void>
 }
@@ -119,7 +115,10 @@ async function usageRows(world: World, taskId: string) {
 }
 
 async function planCredit(world: World, agentId: string): Promise<bigint> {
-  const rows = await world.db.query<{ n: bigint }>(`select coalesce(sum(amount_micros), 0)::int8 as n from plan_credit_ledger where agent_id = $1 and plan_id = $2`, [agentId, PLAN])
+  const rows = await world.db.query<{ n: bigint }>(`select coalesce(sum(amount_micros), 0)::int8 as n from plan_credit_ledger where agent_id = $1 and plan_id = $2`, [
+    agentId,
+    PLAN,
+  ])
   return rows[0]?.n ?? 0n
 }
 
@@ -128,7 +127,11 @@ async function suite(t: Test, databaseUrl?: string): Promise<void> {
   const { world } = h
   const alice = await h.register()
   const bought = await h.buyPlan(alice.token)
-  t.match(bought, { planId: PLAN, agentId: alice.agentId, status: 'active', kind: 'credit', creditMicros: '5000000' }, 'the plan is bought through the gateway with a real x402 payment')
+  t.match(
+    bought,
+    { planId: PLAN, agentId: alice.agentId, status: 'active', kind: 'credit', creditMicros: '5000000' },
+    'the plan is bought through the gateway with a real x402 payment',
+  )
   const bob = await h.register() // registered, no plan
   // Plans of later holders are bought now, while the server's clock still agrees with the wall
   // clock the x402 client signs its authorization on (later the FakeClock runs ahead).
@@ -190,7 +193,14 @@ async function suite(t: Test, databaseUrl?: string): Promise<void> {
 
     const created = await create('k-alice', { token: alice.token })
     t.equal(created.status, 201, 'a valid plan token creates the task without any payment')
-    t.match(created.body, { rail: 'marketplace', status: 'active', balance_micros: '5000', cumulative_cost_micros: '0', estimated_ceiling_micros: CEILING.toString(), caps: { max_amount_usdc_micros: '5000' } })
+    t.match(created.body, {
+      rail: 'marketplace',
+      status: 'active',
+      balance_micros: '5000',
+      cumulative_cost_micros: '0',
+      estimated_ceiling_micros: CEILING.toString(),
+      caps: { max_amount_usdc_micros: '5000' },
+    })
     t.notOk(created.headers['payment-response'], 'nothing was settled')
     taskId = created.body.id
     const rows = await world.db.query<{ owner: string; rail: string; payment_channel: string }>(`select owner, rail, payment_channel from scheduler_tasks where id = $1`, [taskId])
@@ -234,7 +244,10 @@ async function suite(t: Test, databaseUrl?: string): Promise<void> {
       status = (await h.call('GET', `/api/v1/tasks/${taskId}`, { token: alice.token })).body.status
     }
     t.equal(status, 'paused_insufficient_funds', 'the cap ran out')
-    const runs = await world.db.query<{ id: string; cost_micros: bigint; status: string }>(`select id, cost_micros, status from scheduler_runs where task_id = $1 and status = 'succeeded' order by id`, [taskId])
+    const runs = await world.db.query<{ id: string; cost_micros: bigint; status: string }>(
+      `select id, cost_micros, status from scheduler_runs where task_id = $1 and status = 'succeeded' order by id`,
+      [taskId],
+    )
     t.ok(runs.length >= 2, `${runs.length} runs ran on a 5000-micro cap`)
     const spent = runs.reduce((acc, run) => acc + run.cost_micros, 0n)
     t.ok(spent <= 5_000n, 'never beyond the lifetime cap')
@@ -248,11 +261,18 @@ async function suite(t: Test, databaseUrl?: string): Promise<void> {
     )
     t.equal(await planCredit(world, alice.agentId), 5_000_000n - spent, 'the plan credit went down by exactly the runs')
     const debits = await world.db.query<{ request_id: string }>(`select request_id from plan_credit_ledger where agent_id = $1 and kind = 'debit' order by id`, [alice.agentId])
-    t.same(debits.map((row) => row.request_id), runs.map((run) => `scheduler-run:${run.id}`))
+    t.same(
+      debits.map((row) => row.request_id),
+      runs.map((run) => `scheduler-run:${run.id}`),
+    )
 
     const task = (await h.call('GET', `/api/v1/tasks/${taskId}`, { token: alice.token })).body
     t.match(task, { status: 'paused_insufficient_funds', balance_micros: (5_000n - spent).toString(), cumulative_cost_micros: spent.toString() })
-    t.match(task.recovery_hint, { reason: 'insufficient_funds', shortfall_micros: (CEILING - (5_000n - spent)).toString(), action: `POST /api/v1/tasks/${taskId}/fund with top_up_amount_micros >= ${CEILING - (5_000n - spent)}` })
+    t.match(task.recovery_hint, {
+      reason: 'insufficient_funds',
+      shortfall_micros: (CEILING - (5_000n - spent)).toString(),
+      action: `POST /api/v1/tasks/${taskId}/fund with top_up_amount_micros >= ${CEILING - (5_000n - spent)}`,
+    })
     t.match(task.recovery_hint.message, /remaining cap/)
 
     // A finish delivered again (a controller retry) and a direct second report change nothing.
@@ -278,7 +298,10 @@ async function suite(t: Test, databaseUrl?: string): Promise<void> {
     const rows = ledger.body.rows as { kind: string; amount_micros: string; run_id: string | null; tx_hash: string | null }[]
     t.equal(rows[0]?.kind, 'charge', 'the first row records the cap')
     t.equal(rows[0]?.amount_micros, '5000')
-    t.ok(rows.every((row) => row.tx_hash === null), 'no row claims an on-chain transaction')
+    t.ok(
+      rows.every((row) => row.tx_hash === null),
+      'no row claims an on-chain transaction',
+    )
     const costs = rows.filter((row) => row.kind === 'run_cost')
     const usage = rows.filter((row) => row.kind === 'usage')
     t.equal(usage.length, costs.length, 'one usage row per run')
@@ -291,7 +314,11 @@ async function suite(t: Test, databaseUrl?: string): Promise<void> {
 
   await t.test('fund raises the cap on this rail only', async (t) => {
     const fund = (key: string, options: { token?: string; headers?: Record<string, string>; amount?: number } = {}) =>
-      h.call('POST', `/api/v1/tasks/${taskId}/fund`, { ...options, headers: { 'idempotency-key': key, ...(options.headers ?? {}) }, body: { top_up_amount_micros: options.amount ?? 4_000 } })
+      h.call('POST', `/api/v1/tasks/${taskId}/fund`, {
+        ...options,
+        headers: { 'idempotency-key': key, ...(options.headers ?? {}) },
+        body: { top_up_amount_micros: options.amount ?? 4_000 },
+      })
     const paid = await fund('f-paid', { headers: { 'payment-signature': 'e30=', 'x-pay-amount-micros': '4000' } })
     t.equal(paid.status, 409, 'a payment for a marketplace task is refused before any 402')
     t.match(paid.body, { code: 'CHANNEL_MISMATCH', rail: 'marketplace' })
@@ -310,15 +337,33 @@ async function suite(t: Test, databaseUrl?: string): Promise<void> {
     t.notOk(raised.body.recovery_hint)
     const again = await fund('f-alice', { token: alice.token })
     t.equal(again.status, 200, 'an idempotent retry')
-    const charges = await world.db.query<{ amount_micros: bigint; replay_key: string | null }>(`select amount_micros, replay_key from scheduler_ledger where task_id = $1 and kind = 'charge' order by id`, [taskId])
-    t.same(charges, [{ amount_micros: 5_000n, replay_key: null }, { amount_micros: 4_000n, replay_key: null }], 'the raise is recorded once, without a payment')
+    const charges = await world.db.query<{ amount_micros: bigint; replay_key: string | null }>(
+      `select amount_micros, replay_key from scheduler_ledger where task_id = $1 and kind = 'charge' order by id`,
+      [taskId],
+    )
+    t.same(
+      charges,
+      [
+        { amount_micros: 5_000n, replay_key: null },
+        { amount_micros: 4_000n, replay_key: null },
+      ],
+      'the raise is recorded once, without a payment',
+    )
 
     // A direct-rail task is never funded with a token.
     const pre = await world.service.precheckCreate(taskBody(), 'k-direct', 5_000n)
     if ('existing' in pre) throw new Error('unexpected idempotent hit')
-    const { task: direct } = await world.service.createTask({ ...pre, idempotencyKey: 'k-direct', payment: { payer: '0x1111111111111111111111111111111111111111', protocol: 'x402', amountMicros: 5_000n, replayKey: 'r-direct' } })
+    const { task: direct } = await world.service.createTask({
+      ...pre,
+      idempotencyKey: 'k-direct',
+      payment: { payer: '0x1111111111111111111111111111111111111111', protocol: 'x402', amountMicros: 5_000n, replayKey: 'r-direct' },
+    })
     await world.pay('r-direct')
-    const wrongRail = await h.call('POST', `/api/v1/tasks/${direct.id as string}/fund`, { token: alice.token, headers: { 'idempotency-key': 'f-direct' }, body: { top_up_amount_micros: 1000 } })
+    const wrongRail = await h.call('POST', `/api/v1/tasks/${direct.id as string}/fund`, {
+      token: alice.token,
+      headers: { 'idempotency-key': 'f-direct' },
+      body: { top_up_amount_micros: 1000 },
+    })
     t.equal(wrongRail.status, 409)
     t.match(wrongRail.body, { code: 'CHANNEL_MISMATCH', rail: 'direct' })
     const hidden = await h.call('GET', `/api/v1/tasks/${direct.id as string}`, { token: alice.token })
@@ -329,7 +374,14 @@ async function suite(t: Test, databaseUrl?: string): Promise<void> {
   await t.test('plan exhaustion pauses the task; a new plan and resume restart it', async (t) => {
     // Spend the credit down to 3000 micros through the gateway's own plan debit (as other calls would).
     const plans = findService('scheduler')!.plans
-    const spent = await h.payments.agents.debitPlan({ agentId: dave.agentId, service: 'scheduler', plans, costMicros: 4_997_000n, operationId: 'elsewhere', requestId: 'r-elsewhere' })
+    const spent = await h.payments.agents.debitPlan({
+      agentId: dave.agentId,
+      service: 'scheduler',
+      plans,
+      costMicros: 4_997_000n,
+      operationId: 'elsewhere',
+      requestId: 'r-elsewhere',
+    })
     t.ok(spent, 'credit spent elsewhere')
     const created = await create('k-dave', { token: dave.token, body: taskBody({ max_amount_usdc_micros: 100_000 }) })
     t.equal(created.status, 201, 'one ceiling of credit is enough to create')
@@ -377,9 +429,15 @@ async function suite(t: Test, databaseUrl?: string): Promise<void> {
     await world.settle()
     const refunds = await world.db.query(`select 1 from scheduler_refunds where task_id = $1`, [taskId])
     t.equal(refunds.length, 0, 'no refund row')
-    t.notOk(world.refunds.some((refund) => !refund.to.startsWith('0x')), 'nothing was sent on-chain for a marketplace task')
+    t.notOk(
+      world.refunds.some((refund) => !refund.to.startsWith('0x')),
+      'nothing was sent on-chain for a marketplace task',
+    )
     const after = (await h.call('GET', `/api/v1/tasks/${taskId}/ledger`, { token: alice.token })).body
-    t.notOk(after.rows.some((row: { kind: string }) => row.kind === 'refund' || row.kind === 'dust_forfeit'), 'no closing rows')
+    t.notOk(
+      after.rows.some((row: { kind: string }) => row.kind === 'refund' || row.kind === 'dust_forfeit'),
+      'no closing rows',
+    )
     t.equal(after.sum_micros, before.sum_micros, 'the audit sum stays at the unused cap')
     t.equal(after.authoritative, false)
     const runs = await world.db.query<{ n: bigint }>(`select count(*)::int8 as n from scheduler_runs where task_id = $1 and status = 'succeeded'`, [taskId])
@@ -406,12 +464,19 @@ async function suite(t: Test, databaseUrl?: string): Promise<void> {
     await report(`${id}-m1`, 1_500n)
     await report(`${id}-m2`, 1_500n)
     const rows = await marketplace.usageOf(id)
-    t.same(rows.map((row) => [row.units, row.included_units, row.debited_micros]), [[1_500n, 1_500n, 0n], [1_500n, 1_000n, 500n]], 'free units first, then the plan')
+    t.same(
+      rows.map((row) => [row.units, row.included_units, row.debited_micros]),
+      [
+        [1_500n, 1_500n, 0n],
+        [1_500n, 1_000n, 500n],
+      ],
+      'free units first, then the plan',
+    )
     t.equal(await planCredit(world, erin.agentId), 5_000_000n - 500n)
     await h.call('DELETE', `/api/v1/tasks/${id}`, { token: erin.token })
   })
 
-  await t.test('one plan, two tasks: dispatch counts what the holder\'s other runs in flight reserved', async (t) => {
+  await t.test("one plan, two tasks: dispatch counts what the holder's other runs in flight reserved", async (t) => {
     const first = await create('k-frank-a', { token: frank.token })
     const second = await create('k-frank-b', { token: frank.token })
     t.equal(first.status, 201)
@@ -419,11 +484,22 @@ async function suite(t: Test, databaseUrl?: string): Promise<void> {
     const ceiling = BigInt(first.body.estimated_ceiling_micros as string)
     // Leave the plan credit for one and a half ceilings.
     const plans = findService('scheduler')!.plans
-    t.ok(await h.payments.agents.debitPlan({ agentId: frank.agentId, service: 'scheduler', plans, costMicros: 5_000_000n - ceiling - ceiling / 2n, operationId: 'elsewhere', requestId: 'r-frank' }))
+    t.ok(
+      await h.payments.agents.debitPlan({
+        agentId: frank.agentId,
+        service: 'scheduler',
+        plans,
+        costMicros: 5_000_000n - ceiling - ceiling / 2n,
+        operationId: 'elsewhere',
+        requestId: 'r-frank',
+      }),
+    )
     world.executor.mode = 'hang' // the first run stays in flight, its ceiling reserved
     world.clock.advance(60_000)
     await world.settle()
-    const runs = await world.db.query<{ task_id: string; status: string }>(`select task_id, status from scheduler_runs where task_id = any($1::text[])`, [[first.body.id, second.body.id]])
+    const runs = await world.db.query<{ task_id: string; status: string }>(`select task_id, status from scheduler_runs where task_id = any($1::text[])`, [
+      [first.body.id, second.body.id],
+    ])
     t.equal(runs.filter((run) => run.status === 'claimed' || run.status === 'running').length, 1, 'one run dispatched: the plan covers one ceiling beside it')
     t.equal(runs.filter((run) => run.status === 'skipped').length, 1, 'the other is skipped')
     const statuses = await Promise.all([first, second].map(async (created) => (await h.call('GET', `/api/v1/tasks/${created.body.id}`, { token: frank.token })).body.status))
@@ -438,7 +514,10 @@ async function suite(t: Test, databaseUrl?: string): Promise<void> {
     t.match(llms.body, new RegExp(PLAN))
     const manifest = await fetch(`${h.gatewayBase}/manifest.json`)
     const body = (await manifest.json()) as { services: { slug: string; meters: { name: string }[]; plans: string[] }[] }
-    t.match(body.services.find((service) => service.slug === 'scheduler'), { meters: [{ name: 'scheduler-usage' }], plans: [PLAN] })
+    t.match(
+      body.services.find((service) => service.slug === 'scheduler'),
+      { meters: [{ name: 'scheduler-usage' }], plans: [PLAN] },
+    )
   })
 }
 

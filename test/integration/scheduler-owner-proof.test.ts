@@ -83,12 +83,7 @@ let created = 0
 async function taskOf(owner: PrivateKeyAccount): Promise<string> {
   created += 1
   const key = `owner-proof-${created}`
-  const body = { schedule: { every: 'hourly' }, runtime: 'python', entrypoint: 'main.py', source: 'print(1)', max_runtime_sec: 10, max_sibling_calls: 0, max_amount_usdc_micros: 50_000 }
-  const pre = await world.service.precheckCreate(body, key, 50_000n)
-  if ('existing' in pre) throw new Error('unexpected idempotent hit')
-  const { task } = await world.service.createTask({ ...pre, idempotencyKey: key, payment: { payer: owner.address, protocol: 'x402', amountMicros: 50_000n, replayKey: `test:${key}` } })
-  await world.pay(`test:${key}`)
-  return task.id as string
+  return world.createTask(key, { owner: owner.address, payment: `test:${key}`, body: { schedule: { every: 'hourly' }, max_amount_usdc_micros: 50_000 } })
 }
 
 async function call(method: string, path: string, headers: Record<string, string> = {}): Promise<Answer> {
@@ -120,7 +115,10 @@ t.test('SIGN-IN-WITH-X: a proof for GET does not DELETE, nor open another task; 
 
   const unproven = await call('GET', pathA)
   t.equal(unproven.status, 401)
-  t.equal(unproven.body.extensions['sign-in-with-x'].info.statement, 'Sign in to the Agent Gateway scheduler as the owner of your tasks. Authorize one GET request to the URI below.')
+  t.equal(
+    unproven.body.extensions['sign-in-with-x'].info.statement,
+    'Sign in to the Agent Gateway scheduler as the owner of your tasks. Authorize one GET request to the URI below.',
+  )
 
   const getProof = await siwxProof('GET', pathA)
 
@@ -129,7 +127,11 @@ t.test('SIGN-IN-WITH-X: a proof for GET does not DELETE, nor open another task; 
   t.equal(deleteWithGetProof.body.code, 'wallet_proof_required')
   t.equal(deleteWithGetProof.body.reason, 'wrong_method')
   t.match(deleteWithGetProof.body.detail, /authorizes GET, this request is DELETE/)
-  t.match(deleteWithGetProof.body.extensions['sign-in-with-x'].info, { uri: `${SCHEDULER_URL}${pathA}`, statement: /Authorize one DELETE request/ }, 'with a fresh challenge for the DELETE')
+  t.match(
+    deleteWithGetProof.body.extensions['sign-in-with-x'].info,
+    { uri: `${SCHEDULER_URL}${pathA}`, statement: /Authorize one DELETE request/ },
+    'with a fresh challenge for the DELETE',
+  )
   t.ok(await stillThere(taskA), 'task A is not deleted')
 
   const deleteOtherWithGetProof = await call('DELETE', pathB, { 'sign-in-with-x': getProof })
@@ -175,7 +177,11 @@ t.test('$0 MPP proof: the challenge it signs is bound to the method and this ver
   // An MPP credential answering some other challenge of ours: the app answers it with a 402 that
   // carries the right challenge for the request (wrong_route), which the client then signs.
   const seed = await agent.createCredential(
-    toResponse({ status: 402, body: {}, headers: payments.guard.paymentRequired({ amountMicros: 0n, resourceUrl: `${SCHEDULER_URL}/elsewhere`, route: 'GET /elsewhere', description: 'seed', payTo: PAY_TO }).headers }),
+    toResponse({
+      status: 402,
+      body: {},
+      headers: payments.guard.paymentRequired({ amountMicros: 0n, resourceUrl: `${SCHEDULER_URL}/elsewhere`, route: 'GET /elsewhere', description: 'seed', payTo: PAY_TO }).headers,
+    }),
   )
   async function mppProof(method: string, path: string): Promise<string> {
     const refused = await call(method, path, { authorization: seed })

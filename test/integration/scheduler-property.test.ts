@@ -40,7 +40,11 @@ async function create(world: World, random: () => number, n: number): Promise<st
   const key = `k-${n}-${Math.floor(random() * 1e9)}`
   const pre = await world.service.precheckCreate(body, key, BigInt(body.max_amount_usdc_micros))
   if ('existing' in pre) throw new Error('unexpected idempotent hit')
-  const { task } = await world.service.createTask({ ...pre, idempotencyKey: key, payment: { payer: OWNER, protocol: 'x402', amountMicros: BigInt(body.max_amount_usdc_micros), replayKey: `r-${key}` } })
+  const { task } = await world.service.createTask({
+    ...pre,
+    idempotencyKey: key,
+    payment: { payer: OWNER, protocol: 'x402', amountMicros: BigInt(body.max_amount_usdc_micros), replayKey: `r-${key}` },
+  })
   await world.pay(`r-${key}`)
   return task.id as string
 }
@@ -64,7 +68,9 @@ async function check(t: Test, world: World, step: string): Promise<void> {
     }
   }
   for (const [name, count] of world.executor.executions) if (count > 1) t.fail(`${step}: run ${name} executed ${count} times`)
-  const charged = await world.db.query<{ run_id: string; n: bigint }>(`select run_id, count(*)::int8 as n from scheduler_ledger where kind = 'run_cost' group by run_id having count(*) > 1`)
+  const charged = await world.db.query<{ run_id: string; n: bigint }>(
+    `select run_id, count(*)::int8 as n from scheduler_ledger where kind = 'run_cost' group by run_id having count(*) > 1`,
+  )
   if (charged.length > 0) t.fail(`${step}: runs charged twice: ${charged.map((row) => row.run_id).join(', ')}`)
 }
 
@@ -117,7 +123,12 @@ async function scenario(t: Test, world: World, seed: number, steps: number, ahea
       try {
         const pre = await world.service.precheckFund(id, { top_up_amount_micros: amount.toString() }, key, amount)
         if (!('existing' in pre)) {
-          await world.service.fundTask({ taskId: id, amount: pre.amount, idempotencyKey: key, payment: { payer: OWNER, protocol: 'x402', amountMicros: amount, replayKey: `rf-${step}` } })
+          await world.service.fundTask({
+            taskId: id,
+            amount: pre.amount,
+            idempotencyKey: key,
+            payment: { payer: OWNER, protocol: 'x402', amountMicros: amount, replayKey: `rf-${step}` },
+          })
           await world.pay(`rf-${step}`)
         }
       } catch (error) {
@@ -159,7 +170,11 @@ async function scenario(t: Test, world: World, seed: number, steps: number, ahea
   const open = await world.db.query<{ total: bigint }>(`select coalesce(sum(amount_micros), 0)::int8 as total from scheduler_ledger`)
   t.equal(open[0]?.total, 0n, `seed ${seed}: after deleting every task the ledgers sum to 0`)
   const refundRows = await world.db.query<{ total: bigint }>(`select coalesce(sum(amount_micros), 0)::int8 as total from scheduler_refunds where state = 'confirmed'`)
-  t.equal(world.refunds.reduce((acc, refund) => acc + refund.amount, 0n), refundRows[0]?.total, `seed ${seed}: every recorded refund was sent once`)
+  t.equal(
+    world.refunds.reduce((acc, refund) => acc + refund.amount, 0n),
+    refundRows[0]?.total,
+    `seed ${seed}: every recorded refund was sent once`,
+  )
   const executed = [...world.executor.executions.values()].reduce((acc, n) => acc + n, 0)
   t.ok(executed > 0, `seed ${seed}: ${executed} runs executed`)
   if (aheadTickMs !== undefined) {

@@ -10,23 +10,18 @@ const OWNER = '0x1111111111111111111111111111111111111111'
 const FUNDED = 100_000n
 
 async function createTask(world: World, key: string, options: { paid?: boolean; payment?: string } = {}): Promise<string> {
-  const body = { schedule: { every: 'minute' }, runtime: 'python', entrypoint: 'main.py', source: 'print(1)', max_runtime_sec: 30, max_sibling_calls: 0, max_amount_usdc_micros: Number(FUNDED) }
-  const pre = await world.service.precheckCreate(body, key, FUNDED)
-  if ('existing' in pre) throw new Error('unexpected idempotent hit')
-  const replayKey = options.payment ?? `r-${key}`
-  const { task } = await world.service.createTask({ ...pre, idempotencyKey: key, payment: { payer: OWNER, protocol: 'x402', amountMicros: FUNDED, replayKey } })
-  if (options.paid !== false) await world.pay(replayKey)
-  return task.id as string
+  return world.createTask(key, { ...options, owner: OWNER, body: { max_runtime_sec: 30, max_amount_usdc_micros: Number(FUNDED) } })
 }
 
 const ledger = async (world: World, taskId: string) =>
-  (await world.db.query<{ kind: string; amount_micros: bigint; tx_hash: string | null }>(`select kind, amount_micros, tx_hash from scheduler_ledger where task_id = $1 order by id`, [taskId])).map((row) => [
-    row.kind,
-    row.amount_micros,
-    row.tx_hash !== null,
-  ])
+  (
+    await world.db.query<{ kind: string; amount_micros: bigint; tx_hash: string | null }>(
+      `select kind, amount_micros, tx_hash from scheduler_ledger where task_id = $1 order by id`,
+      [taskId],
+    )
+  ).map((row) => [row.kind, row.amount_micros, row.tx_hash !== null])
 
-t.test('a run in flight: the refund is the balance less the run\'s cost, sent when it ends', async (t) => {
+t.test("a run in flight: the refund is the balance less the run's cost, sent when it ends", async (t) => {
   const world = await openWorld()
   t.teardown(() => world.close())
   const taskId = await createTask(world, 'outlook-run')
@@ -38,7 +33,7 @@ t.test('a run in flight: the refund is the balance less the run\'s cost, sent wh
 
   const deleted = await world.service.deleteTask(taskId, OWNER)
   t.match(deleted.refund, { state: 'after_run', estimated: true, amount_micros: (FUNDED - summary.reserved_micros).toString(), tx_hash: null })
-  t.ok(Date.parse(deleted.refund.expected_by as string) >= world.clock.nowMs() + 30_000, 'expected by the run\'s deadline')
+  t.ok(Date.parse(deleted.refund.expected_by as string) >= world.clock.nowMs() + 30_000, "expected by the run's deadline")
   t.equal(deleted.refunded_micros, '0')
   t.equal(world.refunds.length, 0, 'nothing sent while the run holds money')
 
@@ -100,7 +95,10 @@ t.test('a failed create payment deletes its task and frees its Idempotency-Key',
   await world.pay('r-outlook-retry', 'failed')
   const [row] = await world.db.query<{ status: string }>(`select status from scheduler_tasks where id = $1`, [first])
   t.equal(row?.status, 'deleted')
-  t.notOk((await world.tasks.list('default')).items.some((task) => task.metadata.name === first), 'its Task resource is gone')
+  t.notOk(
+    (await world.tasks.list('default')).items.some((task) => task.metadata.name === first),
+    'its Task resource is gone',
+  )
   const second = await createTask(world, 'outlook-retry', { payment: 'r-outlook-retry-2' })
   t.not(second, first, 'the same key buys a new task with a new payment')
   t.match(await world.service.getTask(second, OWNER), { status: 'active', balance_micros: FUNDED.toString() })

@@ -6,10 +6,9 @@ import t, { type Test } from 'tap'
 import { openDb, type Db } from '../../src/platform/db/index.ts'
 import { migrate } from '../../src/platform/db/migrate.ts'
 import { PostgresResourceStore } from '../../controllers/local/postgres-store.ts'
-import { ConflictError, type ResourceStore } from '../../controllers/resource-store.ts'
 import { TaskController } from '../../controllers/task-controller.ts'
-import type { RunResource, TaskResource } from '../../controllers/task-reconciler.ts'
 import { FakeClock } from '../helpers/fake-clock.ts'
+import { ConflictError, type ResourceStore, type RunResource, type TaskResource } from '../../src/scheduler/contract/index.ts'
 
 const API = 'jobs.agent-gateway.dev/v1alpha1'
 const NS = 'default'
@@ -83,7 +82,7 @@ t.test('one reconcile per Task at start and per slot: our own echoes start none'
   t.same(errors, [])
 })
 
-t.test('another writer\'s change landing during our status write is reconciled', async (t) => {
+t.test("another writer's change landing during our status write is reconciled", async (t) => {
   const { clock, tasks, runs, task } = await world(t)
   await task('busy')
   let interfere = false
@@ -111,7 +110,7 @@ t.test('another writer\'s change landing during our status write is reconciled',
   t.same(errors, [])
 })
 
-t.test('a Run another creator made under our Run\'s name (AlreadyExists) is looked at', async (t) => {
+t.test("a Run another creator made under our Run's name (AlreadyExists) is looked at", async (t) => {
   const { clock, tasks, runs, task } = await world(t)
   await task('shared')
   // The Run store as the controller sees it: someone else creates the slot's Run first, already
@@ -131,7 +130,7 @@ t.test('a Run another creator made under our Run\'s name (AlreadyExists) is look
   await quiet(c)
   t.equal(c.stats.alreadyExists, 1)
   const stored = await tasks.get(NS, 'shared')
-  t.same(stored?.status?.active, [], 'the other creator\'s Run had finished: nothing in flight')
+  t.same(stored?.status?.active, [], "the other creator's Run had finished: nothing in flight")
   t.equal(stored?.status?.lastRunName, 'shared-202606010001')
   t.equal(stored?.status?.lastRunPhase, 'Succeeded')
   t.same(errors, [])

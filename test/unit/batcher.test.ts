@@ -38,7 +38,10 @@ t.test('1 poison among 12 valid items: only its caller fails', async (t) => {
   const batcher = new Batcher<string, string>(db.write, (item) => item, 500)
   const items = ['v0', 'v1', 'v2', 'v3', 'v4', 'v5', 'poison', 'v6', 'v7', 'v8', 'v9', 'v10', 'v11']
   const results = await outcomes(items.map((item) => batcher.submit(item)))
-  t.same(results, items.map((item) => (item === 'poison' ? 'err:22P05' : `ok:${item}`)))
+  t.same(
+    results,
+    items.map((item) => (item === 'poison' ? 'err:22P05' : `ok:${item}`)),
+  )
   t.same(db.written.sort(), items.filter((item) => item !== 'poison').sort(), 'every valid item written exactly once')
   t.same(db.batches[1], items.slice(1), 'the neighbours shared a batch with the poison')
   t.ok(db.batches.length <= 2 + 2 * Math.ceil(Math.log2(12)), `${db.batches.length} writes in all`)
@@ -49,8 +52,15 @@ t.test('several poisons, submission order kept', async (t) => {
   const batcher = new Batcher<string, string>(db.write, (item) => item, 500)
   const items = ['first', ...Array.from({ length: 40 }, (_, i) => (i % 7 === 3 ? `p${i}` : `v${i}`))]
   const results = await outcomes(items.map((item) => batcher.submit(item)))
-  t.same(results, items.map((item) => (item.startsWith('p') ? 'err:22P05' : `ok:${item}`)))
-  t.same(db.written, items.filter((item) => !item.startsWith('p')), 'written in submission order')
+  t.same(
+    results,
+    items.map((item) => (item.startsWith('p') ? 'err:22P05' : `ok:${item}`)),
+  )
+  t.same(
+    db.written,
+    items.filter((item) => !item.startsWith('p')),
+    'written in submission order',
+  )
 })
 
 t.test('every item poisoned: each fails alone, 2n − 1 writes at most', async (t) => {
@@ -58,13 +68,19 @@ t.test('every item poisoned: each fails alone, 2n − 1 writes at most', async (
   const batcher = new Batcher<string, string>(db.write, (item) => item, 500)
   const items = Array.from({ length: 17 }, (_, i) => `p${i}`)
   const results = await outcomes(items.map((item) => batcher.submit(item)))
-  t.same(results, items.map(() => 'err:22P05'))
+  t.same(
+    results,
+    items.map(() => 'err:22P05'),
+  )
   t.ok(db.batches.length <= 1 + (2 * 16 - 1), `${db.batches.length} writes`)
 })
 
 t.test('errors that are not an item fault reach the whole batch, unretried', async (t) => {
   const lost = Object.assign(new Error('Connection terminated unexpectedly'), { code: 'ECONNRESET' })
-  const db = fakeDb((item) => item === 'trigger', () => lost)
+  const db = fakeDb(
+    (item) => item === 'trigger',
+    () => lost,
+  )
   const batcher = new Batcher<string, string>(db.write, (item) => item, 500)
   const items = ['a', 'b', 'trigger', 'c']
   const results = await outcomes(items.map((item) => batcher.submit(item)))
@@ -73,7 +89,10 @@ t.test('errors that are not an item fault reach the whole batch, unretried', asy
 })
 
 t.test('a custom isolate predicate', async (t) => {
-  const db = fakeDb((item) => item === 'bad', () => new Error('app-level refusal'))
+  const db = fakeDb(
+    (item) => item === 'bad',
+    () => new Error('app-level refusal'),
+  )
   const batcher = new Batcher<string, string>(db.write, (item) => item, 500, { isolate: (error) => (error as Error).message === 'app-level refusal' })
   const results = await outcomes(['x', 'y', 'bad', 'z'].map((item) => batcher.submit(item)))
   t.same(results, ['ok:x', 'ok:y', 'err:Error: app-level refusal', 'ok:z'])

@@ -14,7 +14,10 @@ async function store(t: Test): Promise<{ blobs: LocalBlobStore; dir: string }> {
 
 async function filesUnder(dir: string): Promise<string[]> {
   const entries = await readdir(dir, { recursive: true, withFileTypes: true })
-  return entries.filter((e) => e.isFile()).map((e) => path.relative(dir, path.join(e.parentPath, e.name))).sort()
+  return entries
+    .filter((e) => e.isFile())
+    .map((e) => path.relative(dir, path.join(e.parentPath, e.name)))
+    .sort()
 }
 
 t.test('put, get and delete round-trip bytes and content type', async (t) => {

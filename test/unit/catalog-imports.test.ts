@@ -32,6 +32,9 @@ t.test('src/catalog imports nothing from src/payments, directly or through what 
     }
   }
   t.same(offending, [], 'no import path leads from src/catalog into src/payments')
-  t.ok([...seen].some((file) => under(file, path.join(SRC, 'platform'))), 'the scan followed imports out of the catalog (into src/platform)')
+  t.ok(
+    [...seen].some((file) => under(file, path.join(SRC, 'platform'))),
+    'the scan followed imports out of the catalog (into src/platform)',
+  )
   t.ok(seen.has(path.join(CATALOG, 'networks.ts')), 'the network constants are on the catalog side')
 })

@@ -42,10 +42,14 @@ const registry: Registry = {
   services: [
     service('songmodel-3-pro', [op({ operationId: 'generateSongs', path: '/api/v1/audio/songs/songmodel-3-pro', summary: 'Generate songs' })]),
     service('speech', [op({ operationId: 'speak', path: '/api/v1/audio/speech/x', summary: 'Text to speech', description: 'Speech, not a song' })]),
-    service('scheduler', [
-      op({ operationId: 'getTask', method: 'GET', path: '/api/v1/tasks/{id}', summary: 'Fetch a task', server: 'scheduler', proof: 'wallet', pricing: { kind: 'free' } }),
-      op({ operationId: 'deleteTask', method: 'DELETE', path: '/api/v1/tasks/{id}', summary: 'Delete a task', server: 'scheduler', proof: 'wallet', pricing: { kind: 'free' } }),
-    ], { server: 'scheduler' }),
+    service(
+      'scheduler',
+      [
+        op({ operationId: 'getTask', method: 'GET', path: '/api/v1/tasks/{id}', summary: 'Fetch a task', server: 'scheduler', proof: 'wallet', pricing: { kind: 'free' } }),
+        op({ operationId: 'deleteTask', method: 'DELETE', path: '/api/v1/tasks/{id}', summary: 'Delete a task', server: 'scheduler', proof: 'wallet', pricing: { kind: 'free' } }),
+      ],
+      { server: 'scheduler' },
+    ),
     service('filler', many),
   ],
 }
@@ -76,7 +80,10 @@ t.test('pages hold at most 10 operations and walk everything once', async (t) =>
     page += 1
   }
   t.equal(page, Math.ceil(total / OPERATIONS_PER_PAGE))
-  t.same(seen, catalog.operations.map((entry) => entry.spec.operationId))
+  t.same(
+    seen,
+    catalog.operations.map((entry) => entry.spec.operationId),
+  )
 })
 
 t.test('next links keep the filters', async (t) => {
@@ -86,8 +93,14 @@ t.test('next links keep the filters', async (t) => {
 })
 
 t.test('path and method filters are exact and combine', async (t) => {
-  t.same(catalog.select({ path: '/api/v1/tasks/{id}' }).map((e) => e.spec.operationId), ['getTask', 'deleteTask'])
-  t.same(catalog.select({ path: '/api/v1/tasks/tsk_123', method: 'DELETE' }).map((e) => e.spec.operationId), ['deleteTask'])
+  t.same(
+    catalog.select({ path: '/api/v1/tasks/{id}' }).map((e) => e.spec.operationId),
+    ['getTask', 'deleteTask'],
+  )
+  t.same(
+    catalog.select({ path: '/api/v1/tasks/tsk_123', method: 'DELETE' }).map((e) => e.spec.operationId),
+    ['deleteTask'],
+  )
   t.same(catalog.select({ path: '/api/v1/tasks' }), [])
   t.throws(() => catalog.select({ method: 'FETCH' }), { name: 'AppError', field: 'query.method', status: 400 })
 })
@@ -123,8 +136,14 @@ t.test('two operations with one method and path never share a page', async (t) =
   )
   const pages = paginate(twins.operations)
   t.equal(pages.length, 2)
-  t.same(pages[0]?.map((e) => e.spec.operationId), ['accountA', 'filler0', 'filler1', 'filler2'])
-  t.same(pages[1]?.map((e) => e.spec.operationId), ['accountB'])
+  t.same(
+    pages[0]?.map((e) => e.spec.operationId),
+    ['accountA', 'filler0', 'filler1', 'filler2'],
+  )
+  t.same(
+    pages[1]?.map((e) => e.spec.operationId),
+    ['accountB'],
+  )
   const first = twins.openapiPage({ q: 'account' })
   t.equal(first.pages, 2)
   t.ok(first.next, 'the twin is on the next page')

@@ -10,17 +10,7 @@ import addFormatsModule from 'ajv-formats'
 import { CustomResourceDefinition as CrdModel } from 'kubernetes-models/apiextensions.k8s.io/v1/CustomResourceDefinition'
 import t from 'tap'
 import { parseAllDocuments } from 'yaml'
-import {
-  CRD_GROUP,
-  CRDS,
-  crdFiles,
-  formatDuration,
-  renderCrdsYaml,
-  RUN_CRD,
-  TASK_CRD,
-  type CustomResourceDefinition,
-  type SchemaNode,
-} from '../../controllers/kubernetes/crds.ts'
+import { CRD_GROUP, CRDS, crdFiles, renderCrdsYaml, RUN_CRD, TASK_CRD, type CustomResourceDefinition, type SchemaNode } from '../../controllers/kubernetes/crds.ts'
 import {
   SCHEDULER_LIMITS,
   type RunResourceSpec as RunSpec,
@@ -29,6 +19,7 @@ import {
   type TaskResourceStatus as TaskStatus,
 } from '../../src/scheduler/contract/index.ts'
 import { evaluateJsonPath, parseCel, parseJsonPath } from '../helpers/fake-kube-apiserver.ts'
+import { formatDuration } from '../../src/scheduler/contract/index.ts'
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
 const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
@@ -138,7 +129,7 @@ t.test('names: group, plurals, short names that collide with nothing common, cat
   )
   for (const crd of CRDS) {
     t.ok(crd.spec.versions[0]?.subresources?.status, `${crd.spec.names.kind} has the status subresource`)
-    t.notOk(crd.spec.names.shortNames?.includes('tk'), 'tk is Tekton\'s')
+    t.notOk(crd.spec.names.shortNames?.includes('tk'), "tk is Tekton's")
   }
 })
 
@@ -180,15 +171,23 @@ t.test('schemas are structural, bounded, and use only CEL/JSONPath the fake API 
         t.doesNotThrow(() => parseCel(rule), `${crd.spec.names.kind}${path}: ${rule}`)
       }
       // CEL cost estimation needs bounded strings; apiVersion/kind are the server's.
-      if (/^\.(spec|status)/.test(path) && node.type === 'string' && node.enum === undefined && node.format === undefined && node.maxLength === undefined) unboundedStrings.push(path)
-      if (node.default !== undefined) t.ok(validator({ ...crd, spec: { ...crd.spec, versions: [{ ...crd.spec.versions[0], schema: { openAPIV3Schema: node } }] } } as CustomResourceDefinition)(node.default), `${crd.spec.names.kind}${path}: default is valid`)
+      if (/^\.(spec|status)/.test(path) && node.type === 'string' && node.enum === undefined && node.format === undefined && node.maxLength === undefined)
+        unboundedStrings.push(path)
+      if (node.default !== undefined)
+        t.ok(
+          validator({ ...crd, spec: { ...crd.spec, versions: [{ ...crd.spec.versions[0], schema: { openAPIV3Schema: node } }] } } as CustomResourceDefinition)(node.default),
+          `${crd.spec.names.kind}${path}: default is valid`,
+        )
     })
     t.same(unboundedStrings, [], `${crd.spec.names.kind}: every string has maxLength, an enum or a format`)
     t.ok(rules.length > 0, `${crd.spec.names.kind} has CEL rules`)
     const version = crd.spec.versions[0] as CustomResourceDefinition['spec']['versions'][number]
     for (const column of version.additionalPrinterColumns ?? []) t.doesNotThrow(() => parseJsonPath(column.jsonPath), column.jsonPath)
     for (const { jsonPath } of version.selectableFields ?? []) {
-      const node = jsonPath.slice(1).split('.').reduce<SchemaNode | undefined>((n, key) => (n?.properties as Record<string, SchemaNode> | undefined)?.[key], schema)
+      const node = jsonPath
+        .slice(1)
+        .split('.')
+        .reduce<SchemaNode | undefined>((n, key) => (n?.properties as Record<string, SchemaNode> | undefined)?.[key], schema)
       t.ok(node && ['string', 'integer', 'boolean'].includes(node.type as string), `selectable field ${jsonPath} is a scalar of the schema`)
     }
   }
@@ -200,12 +199,36 @@ t.test('the schemas list every field of the reconciler types and accept them', a
   const taskProperties = schemaOf(TASK_CRD).properties as Record<string, SchemaNode>
   const runProperties = schemaOf(RUN_CRD).properties as Record<string, SchemaNode>
   const listed = (node: SchemaNode | undefined) => Object.keys((node?.properties ?? {}) as object).sort()
-  t.same(Object.keys(FULL_TASK_SPEC).filter((k) => !listed(taskProperties.spec).includes(k)), [], 'TaskSpec fields in the CRD')
-  t.same(Object.keys(FULL_TASK_STATUS).filter((k) => !listed(taskProperties.status).includes(k)), [], 'TaskStatus fields in the CRD')
-  t.same(Object.keys(FULL_RUN_SPEC).filter((k) => !listed(runProperties.spec).includes(k)), [], 'RunSpec fields in the CRD')
-  t.same(Object.keys(FULL_RUN_STATUS).filter((k) => !listed(runProperties.status).includes(k)), [], 'RunStatus fields in the CRD')
+  t.same(
+    Object.keys(FULL_TASK_SPEC).filter((k) => !listed(taskProperties.spec).includes(k)),
+    [],
+    'TaskSpec fields in the CRD',
+  )
+  t.same(
+    Object.keys(FULL_TASK_STATUS).filter((k) => !listed(taskProperties.status).includes(k)),
+    [],
+    'TaskStatus fields in the CRD',
+  )
+  t.same(
+    Object.keys(FULL_RUN_SPEC).filter((k) => !listed(runProperties.spec).includes(k)),
+    [],
+    'RunSpec fields in the CRD',
+  )
+  t.same(
+    Object.keys(FULL_RUN_STATUS).filter((k) => !listed(runProperties.status).includes(k)),
+    [],
+    'RunStatus fields in the CRD',
+  )
 
-  const fullTask = task(FULL_TASK_SPEC, { ...FULL_TASK_STATUS, conditions: [CONDITION], activeCount: 1, lastRunName: 'nightly-1', lastRunPhase: 'Running', lastSuccessfulTime: '2026-11-24T11:00:00Z', costMicros: '2400' })
+  const fullTask = task(FULL_TASK_SPEC, {
+    ...FULL_TASK_STATUS,
+    conditions: [CONDITION],
+    activeCount: 1,
+    lastRunName: 'nightly-1',
+    lastRunPhase: 'Running',
+    lastSuccessfulTime: '2026-11-24T11:00:00Z',
+    costMicros: '2400',
+  })
   t.ok(validateTask(fullTask), JSON.stringify(validateTask.errors))
   t.ok(validateTask(task({})), 'an empty spec (on-demand, nothing else) is valid')
   const fullRun = run(FULL_RUN_SPEC, { ...FULL_RUN_STATUS, observedGeneration: 1, conditions: [{ ...CONDITION, type: 'Succeeded' }], duration: formatDuration(83000) })
@@ -232,7 +255,10 @@ t.test('the schemas reject what the API server must refuse', async (t) => {
   ]
   for (const [why, spec] of badTasks) t.notOk(validateTask(task(spec)), `Task: ${why}`)
   t.notOk(validateTask(task(FULL_TASK_SPEC, { costMicros: 1200 })), 'Task: costMicros is a string (display only)')
-  t.notOk(validateTask(task(FULL_TASK_SPEC, { conditions: [{ type: 'Ready', status: 'Maybe', reason: 'X', message: '', lastTransitionTime: '2026-11-24T12:00:00Z' }] })), 'Task: condition status True/False/Unknown')
+  t.notOk(
+    validateTask(task(FULL_TASK_SPEC, { conditions: [{ type: 'Ready', status: 'Maybe', reason: 'X', message: '', lastTransitionTime: '2026-11-24T12:00:00Z' }] })),
+    'Task: condition status True/False/Unknown',
+  )
   t.notOk(validateTask({ ...task(FULL_TASK_SPEC), spec: undefined }), 'Task: spec is required')
 
   const badRuns: Array<[string, object]> = [
@@ -260,8 +286,14 @@ t.test('no secret values or money numbers in the CRs', async (t) => {
 
 t.test('printer columns select what the reconcilers write', async (t) => {
   const columns = (crd: CustomResourceDefinition) => (crd.spec.versions[0]?.additionalPrinterColumns ?? []).filter((c) => (c.priority ?? 0) === 0)
-  t.same(columns(TASK_CRD).map((c) => c.name), ['Schedule', 'Suspended', 'Ready', 'Active', 'Last Run', 'Last Schedule', 'Next Run', 'Cost', 'Age'])
-  t.same(columns(RUN_CRD).map((c) => c.name), ['Task', 'Trigger', 'Phase', 'Started', 'Duration', 'Cost', 'Age'])
+  t.same(
+    columns(TASK_CRD).map((c) => c.name),
+    ['Schedule', 'Suspended', 'Ready', 'Active', 'Last Run', 'Last Schedule', 'Next Run', 'Cost', 'Age'],
+  )
+  t.same(
+    columns(RUN_CRD).map((c) => c.name),
+    ['Task', 'Trigger', 'Phase', 'Started', 'Duration', 'Cost', 'Age'],
+  )
   const ready = TASK_CRD.spec.versions[0]?.additionalPrinterColumns?.find((c) => c.name === 'Ready')?.jsonPath as string
   t.same(evaluateJsonPath({ status: { conditions: [{ type: 'Suspended', status: 'False' }, CONDITION] } }, ready), ['True'])
   t.same(evaluateJsonPath({ status: {} }, ready), [])

@@ -3,16 +3,7 @@
 import t from 'tap'
 import type { Test } from 'tap'
 import { AppError } from '../../src/platform/errors.ts'
-import {
-  accessTokenCredential,
-  credentialsOf,
-  parseBearer,
-  payAmountMicros,
-  paymentCredential,
-  readCredentials,
-  tokenKind,
-  tokenOf,
-} from '../../src/payments/credentials.ts'
+import { accessTokenCredential, credentialsOf, parseBearer, payAmountMicros, paymentCredential, readCredentials, tokenKind, tokenOf } from '../../src/payments/credentials.ts'
 
 function refusal(t: Test, fn: () => unknown): AppError {
   try {
@@ -78,7 +69,11 @@ t.test('token kinds by prefix', async (t) => {
 
 t.test('payment credentials: x402 v2, v1 and MPP; two at once is the 400, only when asked', async (t) => {
   const mpp = readCredentials({ authorization: 'payment id="c1", credential="x"' })
-  t.same(mpp.payments, [{ protocol: 'mpp', value: 'payment id="c1", credential="x"', header: 'authorization' }], 'the MPP scheme is case-insensitive; the whole header is the credential')
+  t.same(
+    mpp.payments,
+    [{ protocol: 'mpp', value: 'payment id="c1", credential="x"', header: 'authorization' }],
+    'the MPP scheme is case-insensitive; the whole header is the credential',
+  )
   t.equal(mpp.bearer, undefined, 'an MPP proof is not a bearer')
   t.same(paymentCredential(mpp), mpp.payments[0])
 
@@ -116,7 +111,11 @@ t.test('the access token: Svc-Agent-Authorization first, then Authorization', as
   t.equal(tokenOf(accessTokenCredential(readCredentials({ 'svc-agent-authorization': 'Bearer agw_a', authorization: 'Bearer agw_b' }))), 'agw_a')
   t.equal(tokenOf(accessTokenCredential(readCredentials({ authorization: 'Bearer agw_b' }))), 'agw_b')
   t.equal(tokenOf(accessTokenCredential(readCredentials({ 'svc-agent-authorization': 'Basic x', authorization: 'Bearer agw_b' }))), 'agw_b', 'another scheme names nobody')
-  t.same(accessTokenCredential(readCredentials({ 'svc-agent-authorization': 'Bearer a b', authorization: 'Bearer agw_b' })), { valid: false, reason: 'malformed' }, 'a malformed one is not skipped')
+  t.same(
+    accessTokenCredential(readCredentials({ 'svc-agent-authorization': 'Bearer a b', authorization: 'Bearer agw_b' })),
+    { valid: false, reason: 'malformed' },
+    'a malformed one is not skipped',
+  )
   t.equal(accessTokenCredential(readCredentials({ authorization: 'Payment id="x"' })), undefined, 'an MPP proof names no buyer')
 })
 

@@ -58,7 +58,18 @@ const comparable = (headers: Raw['headers']) => {
   return rest
 }
 
-const documents = ['/openapi.json', '/openapi.json?q=song', '/openapi.json?page=2', '/manifest.json', '/services', '/services/songmodel-3-pro', '/services/memory/openapi.json', '/llms.txt', '/llms-full.txt', '/auth.md']
+const documents = [
+  '/openapi.json',
+  '/openapi.json?q=song',
+  '/openapi.json?page=2',
+  '/manifest.json',
+  '/services',
+  '/services/songmodel-3-pro',
+  '/services/memory/openapi.json',
+  '/llms.txt',
+  '/llms-full.txt',
+  '/auth.md',
+]
 
 t.test('prepared and routed answers are the same, in every coding, for GET and HEAD, and 304', async (t) => {
   for (const path of documents) {

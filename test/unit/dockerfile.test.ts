@@ -119,7 +119,10 @@ function dockerignore(file: string): (relative: string) => boolean {
   }
   // A path is excluded when it or any directory above it is.
   return (relative) => {
-    const parts = path.posix.normalize(relative).replace(/^\.\/?/, '').split('/')
+    const parts = path.posix
+      .normalize(relative)
+      .replace(/^\.\/?/, '')
+      .split('/')
     return parts.some((_, i) => matches(parts.slice(0, i + 1).join('/')))
   }
 }
@@ -153,7 +156,10 @@ t.test('service image', async (t) => {
   t.equal(new Set(names).size, names.length, 'stage names are unique')
 
   const deps = stages[0] as Stage
-  const install = deps.instructions.filter((i) => i.keyword === 'RUN').map((i) => i.args).join('\n')
+  const install = deps.instructions
+    .filter((i) => i.keyword === 'RUN')
+    .map((i) => i.args)
+    .join('\n')
   t.match(install, /npm install\b[^\n]*--omit=dev/, 'production dependencies only')
   t.notMatch(install, /npm ci\b/, 'npm ci refuses this lock (see .ci/run)')
 
@@ -165,7 +171,10 @@ t.test('service image', async (t) => {
   t.equal(runtime.instructions.filter((i) => i.keyword === 'WORKDIR').at(-1)?.args, '/app')
   t.ok(Object.values(pkg.bin).includes('bin/agent-gateway.js'), 'the entrypoint is the package bin')
 
-  const labels = runtime.instructions.filter((i) => i.keyword === 'LABEL').map((i) => i.args).join(' ')
+  const labels = runtime.instructions
+    .filter((i) => i.keyword === 'LABEL')
+    .map((i) => i.args)
+    .join(' ')
   for (const key of ['title', 'description', 'source', 'licenses', 'version', 'revision']) {
     t.match(labels, new RegExp(`org\\.opencontainers\\.image\\.${key}=`), `OCI label ${key}`)
   }
@@ -175,7 +184,10 @@ t.test('service image', async (t) => {
   for (const [index, stage] of stages.entries()) {
     for (const copy of copiesOf(stage)) {
       if (copy.from !== undefined) {
-        t.ok(stages.slice(0, index).some((s) => s.name === copy.from), `line ${copy.line}: --from=${copy.from} is an earlier stage`)
+        t.ok(
+          stages.slice(0, index).some((s) => s.name === copy.from),
+          `line ${copy.line}: --from=${copy.from} is an earlier stage`,
+        )
         continue
       }
       for (const source of copy.sources) {
@@ -188,12 +200,14 @@ t.test('service image', async (t) => {
   t.ok(copied.includes('bin'), 'bin/ is copied into the runtime stage')
 
   // Every relative module or file the runtime code loads must be inside what the image copies.
-  const inImage = (file: string) => copied.some((source) => {
-    const absolute = path.join(ROOT, source)
-    return file === absolute || file.startsWith(absolute + path.sep)
-  })
-  const code = [...listFiles(path.join(ROOT, 'src')), ...listFiles(path.join(ROOT, 'controllers')), path.join(ROOT, 'bin', 'agent-gateway.js')]
-    .filter((f) => /\.(ts|js|mjs)$/.test(f))
+  const inImage = (file: string) =>
+    copied.some((source) => {
+      const absolute = path.join(ROOT, source)
+      return file === absolute || file.startsWith(absolute + path.sep)
+    })
+  const code = [...listFiles(path.join(ROOT, 'src')), ...listFiles(path.join(ROOT, 'controllers')), path.join(ROOT, 'bin', 'agent-gateway.js')].filter((f) =>
+    /\.(ts|js|mjs)$/.test(f),
+  )
   const reference = /(?:from\s+|import\(\s*|new URL\(\s*)'(\.\.?\/[^']*)'/g
   let checked = 0
   for (const file of code) {
@@ -224,11 +238,16 @@ const runners: RunnerCase[] = [
     bootstrap: 'bootstrap/bootstrap.py',
     pinned: () => {
       const requirements = readFileSync(path.join(ROOT, 'runner-image', 'python', 'requirements.txt'), 'utf8')
-      const entries = requirements.split('\n').map((l) => l.replace(/#.*/, '').trim()).filter(Boolean)
-      return new Map(entries.map((entry) => {
-        const match = /^([A-Za-z0-9._-]+)==([0-9][A-Za-z0-9.+!-]*)$/.exec(entry)
-        return match ? [pep503(match[1] as string), match[2] as string] : [entry, 'NOT PINNED']
-      }))
+      const entries = requirements
+        .split('\n')
+        .map((l) => l.replace(/#.*/, '').trim())
+        .filter(Boolean)
+      return new Map(
+        entries.map((entry) => {
+          const match = /^([A-Za-z0-9._-]+)==([0-9][A-Za-z0-9.+!-]*)$/.exec(entry)
+          return match ? [pep503(match[1] as string), match[2] as string] : [entry, 'NOT PINNED']
+        }),
+      )
     },
   },
   {
@@ -259,7 +278,16 @@ for (const runner of runners) {
 
     // The image's default command is the one the controller gives run pods.
     const job = buildRunJob(undefined, {
-      request: { runName: 'r', namespace: 'ns', taskName: 'task', runUid: 'uid', runtime: runner.runtime, entrypoint: runner.runtime === 'python' ? 'main.py' : 'main.mjs', dependencies: [], maxRuntimeSec: 10 },
+      request: {
+        runName: 'r',
+        namespace: 'ns',
+        taskName: 'task',
+        runUid: 'uid',
+        runtime: runner.runtime,
+        entrypoint: runner.runtime === 'python' ? 'main.py' : 'main.mjs',
+        dependencies: [],
+        maxRuntimeSec: 10,
+      },
       images: { python: 'python-image', node: 'node-image' },
       runConfigMapName: 'files',
     })

@@ -41,7 +41,7 @@ t.test('findTool honours PATH: a tool off PATH is not found; PATH order wins; no
   t.equal(await findTool('bwrap', `${fake}:/usr/bin:/bin`), path.join(fake, 'bwrap'), 'the first PATH entry that has it')
   if (REAL_BWRAP) {
     t.equal(await findTool('bwrap', ''), '/usr/bin/bwrap', 'PATH unset or empty: the standard system dirs')
-    t.equal(await findTool('bwrap', undefined), (await findTool('bwrap', process.env.PATH)), 'default: the process PATH')
+    t.equal(await findTool('bwrap', undefined), await findTool('bwrap', process.env.PATH), 'default: the process PATH')
   }
 })
 
@@ -55,7 +55,10 @@ t.test('a PATH without bwrap: reported as not installed, with the install comman
   t.equal(bwrap?.fix, 'apt-get install -y bubblewrap')
   t.notOk(report.tools.bwrap)
   if (REAL_PRLIMIT) t.equal(report.tools.prlimit, path.join(dir, 'prlimit'), 'prlimit found on that PATH')
-  t.notOk(report.problems.some((p) => p.name === 'userns' || p.name === 'sandbox'), 'no sandbox probe without bwrap')
+  t.notOk(
+    report.problems.some((p) => p.name === 'userns' || p.name === 'sandbox'),
+    'no sandbox probe without bwrap',
+  )
   const status = executorStatus(report)
   t.equal(status.ok, false)
   if (!status.ok) {
@@ -68,7 +71,11 @@ t.test('a PATH without bwrap: reported as not installed, with the install comman
   t.match(text, /503/)
 
   const nothing = await checkLocalExecutor({ searchPath: binDir({}), standardDirs: [], osRelease: 'ID=alpine\n' })
-  t.same(nothing.problems.filter((p) => p.name === 'bwrap' || p.name === 'prlimit').map((p) => p.fix), ['apk add bubblewrap', 'apk add util-linux-misc'], 'alpine names')
+  t.same(
+    nothing.problems.filter((p) => p.name === 'bwrap' || p.name === 'prlimit').map((p) => p.fix),
+    ['apk add bubblewrap', 'apk add util-linux-misc'],
+    'alpine names',
+  )
 })
 
 t.test('installed but off PATH: the fix is the PATH, not an install', { skip: REAL_BWRAP ? false : 'no bwrap on this machine' }, async (t) => {
@@ -146,9 +153,15 @@ t.test("the SPEC's preinstalled libraries: missing ones are notes, not problems;
   const report = await checkLocalExecutor({ nodeLibsDir: libs, osRelease: DEBIAN })
   t.same(report.missingLibraries.node, ['node-fetch', 'cheerio', 'date-fns', 'sharp'])
   t.notOk(report.problems.some((p) => p.name === 'nodelibs'))
-  t.ok(report.notes.some((note) => note.includes(`node-fetch, cheerio, date-fns, sharp (not in ${libs})`)), report.notes.join('\n'))
+  t.ok(
+    report.notes.some((note) => note.includes(`node-fetch, cheerio, date-fns, sharp (not in ${libs})`)),
+    report.notes.join('\n'),
+  )
   if (report.missingLibraries.python?.length) {
-    t.ok(report.notes.some((note) => /python libraries the SPEC preinstalls are missing .* apt-get install -y python3-/.test(note)), 'python: the Debian packages that provide them')
+    t.ok(
+      report.notes.some((note) => /python libraries the SPEC preinstalls are missing .* apt-get install -y python3-/.test(note)),
+      'python: the Debian packages that provide them',
+    )
   }
 
   const unset = await checkLocalExecutor({ osRelease: DEBIAN })
@@ -210,7 +223,15 @@ t.test('the monitor: cached, re-checked when stale, change reported', async (t) 
   t.equal(health.check().ok, true, 'check() answers the cached verdict at once ...')
   await new Promise((resolve) => setImmediate(resolve))
   t.equal(health.check().ok, false, '... and re-checks a stale one in the background')
-  t.same(changes, [[false, undefined], [true, false], [false, true]], 'each change is reported once')
+  t.same(
+    changes,
+    [
+      [false, undefined],
+      [true, false],
+      [false, true],
+    ],
+    'each change is reported once',
+  )
   await Promise.all([health.refresh(), health.refresh()])
   t.equal(calls, callsAfterFirst + 3, 'concurrent refreshes share one check')
 })

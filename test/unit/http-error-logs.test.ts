@@ -8,8 +8,6 @@ import { captureLogs, LEVEL, type LogLine } from '../helpers/log-capture.ts'
 import { createMetrics } from '../../src/platform/metrics.ts'
 import { AppError } from '../../src/platform/errors.ts'
 
-
-
 function build() {
   const { logger: captured, lines } = captureLogs('info')
   const app = createHttpApp({ name: 'test', logger: captured, metrics: createMetrics({ defaultMetrics: false }), bodyLimitBytes: 1 << 16 })
@@ -45,7 +43,10 @@ t.test('a 501 not_implemented: one info line, no stack, no error', async (t) => 
   t.equal(mine.length, 1, 'one line for the request')
   t.match(mine[0], { level: LEVEL.info, msg: 'request failed', status: 501, code: 'not_implemented' })
   t.notOk(mine[0]?.err, 'no error object, so no stack')
-  t.notOk(lines.some((line) => line.level >= LEVEL.error), 'nothing at error')
+  t.notOk(
+    lines.some((line) => line.level >= LEVEL.error),
+    'nothing at error',
+  )
   t.notMatch(JSON.stringify(lines), /at .*\.ts:\d+/, 'no stack anywhere')
   await app.close()
 })
@@ -54,13 +55,19 @@ t.test('expected 5xx AppErrors (503, 502): one warn line each, no stack', async 
   const { app, lines } = build()
   t.equal((await app.inject({ method: 'GET', url: '/upstream-down' })).statusCode, 503)
   t.equal((await app.inject({ method: 'GET', url: '/bad-gateway' })).statusCode, 502)
-  for (const [url, status, code] of [['/upstream-down', 503, 'unavailable'], ['/bad-gateway', 502, 'SIBLING_PAYMENT_FAILED']] as const) {
+  for (const [url, status, code] of [
+    ['/upstream-down', 503, 'unavailable'],
+    ['/bad-gateway', 502, 'SIBLING_PAYMENT_FAILED'],
+  ] as const) {
     const mine = of(lines, url)
     t.equal(mine.length, 1, `${url}: one line`)
     t.match(mine[0], { level: LEVEL.warn, msg: 'request failed', status, code }, `${url}: warn with its code`)
     t.notOk(mine[0]?.err, `${url}: no stack`)
   }
-  t.notOk(lines.some((line) => line.level >= LEVEL.error), 'nothing at error')
+  t.notOk(
+    lines.some((line) => line.level >= LEVEL.error),
+    'nothing at error',
+  )
   await app.close()
 })
 
@@ -80,7 +87,10 @@ t.test('faults are errors with their stack', async (t) => {
   t.equal(unhandled.length, 1)
   t.equal(unhandled[0]?.level, LEVEL.error)
   t.match(unhandled[0]?.err?.stack, /TypeError: cannot read properties/, 'logged with the stack')
-  t.match(of(lines, '/bug').find((line) => line.msg === 'request failed'), { level: LEVEL.error, status: 500, code: 'internal' })
+  t.match(
+    of(lines, '/bug').find((line) => line.msg === 'request failed'),
+    { level: LEVEL.error, status: 500, code: 'internal' },
+  )
 
   lines.length = 0
   t.equal((await app.inject({ method: 'GET', url: '/invariant' })).statusCode, 500)
@@ -96,6 +106,9 @@ t.test("a route's own 503 (readiness while draining) is a warn, not an error", a
   const ready = await app.inject({ method: 'GET', url: '/readyz' })
   t.equal(ready.statusCode, 503)
   t.match(lines, [{ level: LEVEL.warn, msg: 'request failed', url: '/readyz', status: 503 }])
-  t.notOk(lines.some((line) => line.level >= LEVEL.error), 'nothing at error')
+  t.notOk(
+    lines.some((line) => line.level >= LEVEL.error),
+    'nothing at error',
+  )
   await app.close()
 })

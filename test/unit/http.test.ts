@@ -159,10 +159,14 @@ t.test('every response carries x-request-id and is counted once', async (t) => {
     await app.inject({ method: 'POST', url: '/plain', headers: { 'content-type': 'application/json' }, payload: '{"env": ' }),
     await app.inject({ method: 'GET', url: '/healthz' }),
   ]
-  t.same(responses.map((r) => r.statusCode), [200, 400, 404, 400, 200])
+  t.same(
+    responses.map((r) => r.statusCode),
+    [200, 400, 404, 400, 200],
+  )
   for (const response of responses) t.match(response.headers['x-request-id'], /^[A-Za-z0-9_-]+-\d+$/)
   const text = await metrics.render()
-  const count = (route: string, status: number) => Number(text.match(new RegExp(`_count\\{listener="test",method="[A-Z]+",route="${route}",status="${status}"\\} (\\d+)`))?.[1] ?? 0)
+  const count = (route: string, status: number) =>
+    Number(text.match(new RegExp(`_count\\{listener="test",method="[A-Z]+",route="${route}",status="${status}"\\} (\\d+)`))?.[1] ?? 0)
   t.equal(count('/items', 200), 1)
   t.equal(count('/items', 400), 1)
   t.equal(count('unmatched', 404), 1)
@@ -173,7 +177,14 @@ t.test('every response carries x-request-id and is counted once', async (t) => {
 t.test('every registry route compiles and answers without a 5xx', async (t) => {
   const urls = { gateway: 'http://gw.test', scheduler: 'http://sched.test', memory: 'http://mem.test' }
   const catalog = createCatalog(registry, { urls, implemented: new Set(['getAgentGuide', 'postAgentGuide']) })
-  const deps = { catalog, logger: createLogger('silent'), metrics: createMetrics({ defaultMetrics: false }), bodyLimitBytes: 1 << 20, payTo: '0x0000000000000000000000000000000000000001', readiness: {} }
+  const deps = {
+    catalog,
+    logger: createLogger('silent'),
+    metrics: createMetrics({ defaultMetrics: false }),
+    bodyLimitBytes: 1 << 20,
+    payTo: '0x0000000000000000000000000000000000000001',
+    readiness: {},
+  }
   const scopes: ServerName[] = ['gateway', 'scheduler', 'memory']
   let answered = 0
   for (const scope of scopes) {
@@ -188,7 +199,10 @@ t.test('every registry route compiles and answers without a 5xx', async (t) => {
       t.ok(response.headers['x-request-id'], 'x-request-id')
       answered += 1
     }
-    const discovery = scope === 'gateway' ? ['/openapi.json', '/manifest.json', '/services', '/services/songmodel-3-pro', '/llms.txt', '/llms-full.txt', '/auth.md'] : ['/openapi.json', '/llms.txt']
+    const discovery =
+      scope === 'gateway'
+        ? ['/openapi.json', '/manifest.json', '/services', '/services/songmodel-3-pro', '/llms.txt', '/llms-full.txt', '/auth.md']
+        : ['/openapi.json', '/llms.txt']
     for (const url of discovery) t.equal((await app.inject({ method: 'GET', url })).statusCode, 200, `${scope} ${url}`)
   }
   t.equal(answered, catalog.operations.length, 'every operation answered')

@@ -34,21 +34,34 @@ t.test('the scanner sees every kind of import, and none in comments', async (t) 
 
 t.test('controllers/ imports nothing from src/scheduler except its contract', async (t) => {
   const imports = relativeImports('controllers')
-  t.ok(imports.some((entry) => under(entry.target, CONTRACT)), 'the controllers do use the contract (the scan sees their imports)')
+  t.ok(
+    imports.some((entry) => under(entry.target, CONTRACT)),
+    'the controllers do use the contract (the scan sees their imports)',
+  )
   const offending = imports.filter((entry) => under(entry.target, SCHEDULER) && !under(entry.target, CONTRACT))
-  t.same(offending.map((entry) => `${entry.from} → ${entry.specifier}`), [])
+  t.same(
+    offending.map((entry) => `${entry.from} → ${entry.specifier}`),
+    [],
+  )
 })
 
 t.test('the contract imports nothing of the scheduler outside itself', async (t) => {
   const imports = relativeImports(CONTRACT)
   t.ok(imports.length > 0, 'the contract modules were scanned')
   const offending = imports.filter((entry) => !under(entry.target, CONTRACT) && !under(entry.target, path.join('src', 'platform')))
-  t.same(offending.map((entry) => `${entry.from} → ${entry.specifier}`), [], 'only the contract itself and src/platform')
+  t.same(
+    offending.map((entry) => `${entry.from} → ${entry.specifier}`),
+    [],
+    'only the contract itself and src/platform',
+  )
 })
 
 t.test('src/ never imports from test/ or bench/', async (t) => {
   const imports = relativeImports('src')
   t.ok(imports.length > 100, 'the src modules were scanned')
   const offending = imports.filter((entry) => under(entry.target, 'test') || under(entry.target, 'bench'))
-  t.same(offending.map((entry) => `${entry.from} → ${entry.specifier}`), [])
+  t.same(
+    offending.map((entry) => `${entry.from} → ${entry.specifier}`),
+    [],
+  )
 })

@@ -3,9 +3,8 @@
 // of the cache would, and an object whose indexed value changes moves buckets.
 import t, { type Test } from 'tap'
 import { Informer } from '../../controllers/informer.ts'
-import { GoneError, objectKey, type ListResult, type ResourceStore, type WatchEvent, type WatchOptions } from '../../controllers/resource-store.ts'
 import { RUNS_BY_TASK, runTaskKeys, TASK_LABEL } from '../../controllers/task-controller.ts'
-import type { RunResource } from '../../controllers/task-reconciler.ts'
+import { GoneError, type ListResult, objectKey, type ResourceStore, type RunResource, type WatchEvent, type WatchOptions } from '../../src/scheduler/contract/index.ts'
 
 /** An in-memory store: list, and one watch at a time that the test feeds or breaks (410). */
 class MemoryStore {

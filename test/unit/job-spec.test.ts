@@ -57,7 +57,14 @@ t.test('the default Job: sandbox fields, per-run fields, valid batch/v1', async 
   t.equal(job.metadata?.name, 'nightly-202611240000', 'named after the Run')
   t.equal(job.metadata?.namespace, 'agents')
   t.same(job.metadata?.ownerReferences, [
-    { apiVersion: 'jobs.agent-gateway.dev/v1alpha1', kind: 'Run', name: 'nightly-202611240000', uid: '3f1c6c1e-0000-4000-8000-000000000001', controller: true, blockOwnerDeletion: true },
+    {
+      apiVersion: 'jobs.agent-gateway.dev/v1alpha1',
+      kind: 'Run',
+      name: 'nightly-202611240000',
+      uid: '3f1c6c1e-0000-4000-8000-000000000001',
+      controller: true,
+      blockOwnerDeletion: true,
+    },
   ])
   for (const labels of [job.metadata?.labels, job.spec?.template.metadata?.labels]) {
     t.equal(labels?.['app.kubernetes.io/component'], 'task-run', 'the NetworkPolicy selects task-run pods')
@@ -98,7 +105,11 @@ t.test('the default Job: sandbox fields, per-run fields, valid batch/v1', async 
   t.same(container.resources, { requests: { cpu: '250m', memory: '256Mi', 'ephemeral-storage': '100Mi' }, limits: { cpu: '1', memory: '512Mi', 'ephemeral-storage': '1Gi' } })
   t.same(container.envFrom, [{ secretRef: { name: 'nightly-env', optional: false } }], 'a missing env Secret fails the pod')
   const env = Object.fromEntries((container.env ?? []).map((e) => [e.name, e]))
-  t.same(env.AGW_RUN_TOKEN, { name: 'AGW_RUN_TOKEN', valueFrom: { secretKeyRef: { name: 'nightly-202611240000-token', key: 'token', optional: false } } }, 'the token from its own Secret')
+  t.same(
+    env.AGW_RUN_TOKEN,
+    { name: 'AGW_RUN_TOKEN', valueFrom: { secretKeyRef: { name: 'nightly-202611240000-token', key: 'token', optional: false } } },
+    'the token from its own Secret',
+  )
   t.notOk(JSON.stringify(job).includes('tok-secret'), 'the token value is nowhere in the Job')
   t.equal(env.AGW_HELPER_URL?.value, 'http://agent-gateway-helper.agents.svc:4025/runs/nightly-202611240000')
   t.equal(env.HOME?.value, '/tmp')
@@ -107,7 +118,11 @@ t.test('the default Job: sandbox fields, per-run fields, valid batch/v1', async 
     { name: 'script', mountPath: '/work/script', readOnly: true },
     { name: 'tmp', mountPath: '/tmp' },
   ])
-  t.same(spec.volumes?.find((v) => v.name === 'tmp'), { name: 'tmp', emptyDir: { medium: 'Memory', sizeLimit: '256Mi' } }, '/tmp is a sized memory emptyDir')
+  t.same(
+    spec.volumes?.find((v) => v.name === 'tmp'),
+    { name: 'tmp', emptyDir: { medium: 'Memory', sizeLimit: '256Mi' } },
+    '/tmp is a sized memory emptyDir',
+  )
   t.same(spec.volumes?.find((v) => v.name === 'script')?.configMap?.items, [{ key: 'script.main.py', path: 'main.py', mode: 0o444 }])
   t.same(spec.volumes?.find((v) => v.name === 'agw')?.configMap?.items, [
     { key: CONFIG_KEYS.runJson, path: 'run.json', mode: 0o444 },
@@ -123,7 +138,10 @@ t.test('node runs, no dependencies, no helper, no env Secret', async (t) => {
   t.equal(container?.image, images.node)
   t.same(container?.command, ['node', '/agw/bootstrap.mjs', '/agw/run.json'])
   t.same(container?.envFrom, [])
-  t.notOk(container?.env?.some((e) => e.name.startsWith('AGW_') && e.name !== 'AGW_RUN_ID'), 'no helper env without a helper')
+  t.notOk(
+    container?.env?.some((e) => e.name.startsWith('AGW_') && e.name !== 'AGW_RUN_ID'),
+    'no helper env without a helper',
+  )
   t.equal(job.spec?.activeDeadlineSeconds, Math.ceil(90.5 + 30), 'no install budget without dependencies')
 })
 
@@ -153,11 +171,17 @@ t.test('a template tunes sizing and scheduling but cannot weaken the sandbox', a
               image: 'ignored:latest',
               resources: { limits: { cpu: '2', memory: '1Gi' } },
               securityContext: { privileged: true, allowPrivilegeEscalation: true, readOnlyRootFilesystem: false, capabilities: { add: ['NET_ADMIN'] } },
-              env: [{ name: 'HOME', value: '/root' }, { name: 'TZ', value: 'UTC' }],
+              env: [
+                { name: 'HOME', value: '/root' },
+                { name: 'TZ', value: 'UTC' },
+              ],
             },
             { name: 'sidecar', image: 'busybox' },
           ],
-          volumes: [{ name: 'tmp', emptyDir: { sizeLimit: '1Gi' } }, { name: 'ca', configMap: { name: 'ca-bundle' } }],
+          volumes: [
+            { name: 'tmp', emptyDir: { sizeLimit: '1Gi' } },
+            { name: 'ca', configMap: { name: 'ca-bundle' } },
+          ],
         },
       },
     },
@@ -191,10 +215,23 @@ t.test('a template tunes sizing and scheduling but cannot weaken the sandbox', a
   t.equal(container?.securityContext?.readOnlyRootFilesystem, true)
   t.equal(container?.env?.find((e) => e.name === 'HOME')?.value, '/tmp', 'reserved env cannot be overridden')
   t.equal(container?.env?.find((e) => e.name === 'TZ')?.value, 'UTC', 'other template env is kept')
-  t.same(spec.volumes?.find((v) => v.name === 'tmp'), { name: 'tmp', emptyDir: { medium: 'Memory', sizeLimit: '1Gi' } }, '/tmp size from the template, always memory-backed')
-  t.ok(spec.volumes?.some((v) => v.name === 'ca'), 'extra template volumes are kept')
+  t.same(
+    spec.volumes?.find((v) => v.name === 'tmp'),
+    { name: 'tmp', emptyDir: { medium: 'Memory', sizeLimit: '1Gi' } },
+    '/tmp size from the template, always memory-backed',
+  )
+  t.ok(
+    spec.volumes?.some((v) => v.name === 'ca'),
+    'extra template volumes are kept',
+  )
 
-  const localhost = build({ ...DEFAULT_JOB_TEMPLATE, spec: { ...DEFAULT_JOB_TEMPLATE.spec, template: { spec: { containers: [{ name: 'script' }], securityContext: { seccompProfile: { type: 'Localhost', localhostProfile: 'profiles/agw.json' } } } } } })
+  const localhost = build({
+    ...DEFAULT_JOB_TEMPLATE,
+    spec: {
+      ...DEFAULT_JOB_TEMPLATE.spec,
+      template: { spec: { containers: [{ name: 'script' }], securityContext: { seccompProfile: { type: 'Localhost', localhostProfile: 'profiles/agw.json' } } } },
+    },
+  })
   t.same(podSpec(localhost).securityContext?.seccompProfile, { type: 'Localhost', localhostProfile: 'profiles/agw.json' }, 'a Localhost seccomp profile is allowed')
 })
 
@@ -218,20 +255,31 @@ t.test('names: deterministic, DNS-safe, attempts distinct', async (t) => {
 })
 
 t.test('ConfigMap (script, run.json, bootstrap) and token Secret', async (t) => {
-  const cm = buildRunConfigMap({ name: 'nightly-202611240000-files', jobName: 'nightly-202611240000', request: request(), source: 'print("hi")\n', bootstrapSource: '# bootstrap\n', pipIndexUrl: 'https://pypi.example/simple' })
-  new ConfigMap(cm as ConstructorParameters<typeof ConfigMap>[0]).validate()
-  t.same(JSON.parse(cm.data?.[CONFIG_KEYS.runJson] ?? '{}'), {
-    runtime: 'python',
-    entrypoint: '/work/script/main.py',
-    dependencies: ['requests==2.32.3'],
-    installDir: '/tmp/.agw',
+  const cm = buildRunConfigMap({
+    name: 'nightly-202611240000-files',
+    jobName: 'nightly-202611240000',
+    request: request(),
+    source: 'print("hi")\n',
+    bootstrapSource: '# bootstrap\n',
     pipIndexUrl: 'https://pypi.example/simple',
-    npmRegistry: null,
-    npmCli: null,
-    proxySocket: null,
-    proxyPort: null,
-    statusFd: null,
-  }, 'run.json: the bootstrap contract, Kubernetes flavour')
+  })
+  new ConfigMap(cm as ConstructorParameters<typeof ConfigMap>[0]).validate()
+  t.same(
+    JSON.parse(cm.data?.[CONFIG_KEYS.runJson] ?? '{}'),
+    {
+      runtime: 'python',
+      entrypoint: '/work/script/main.py',
+      dependencies: ['requests==2.32.3'],
+      installDir: '/tmp/.agw',
+      pipIndexUrl: 'https://pypi.example/simple',
+      npmRegistry: null,
+      npmCli: null,
+      proxySocket: null,
+      proxyPort: null,
+      statusFd: null,
+    },
+    'run.json: the bootstrap contract, Kubernetes flavour',
+  )
   t.equal(cm.data?.['script.main.py'], 'print("hi")\n')
   t.equal(cm.data?.[CONFIG_KEYS.bootstrap], '# bootstrap\n')
   t.equal(cm.metadata?.ownerReferences?.[0]?.kind, 'Run')
@@ -255,10 +303,23 @@ function podWith(state: Record<string, unknown>): V1Pod {
 
 t.test('classifyJob', async (t) => {
   t.same(classifyJob(jobWith([{ type: 'Complete' }]), podWith({ terminated: { exitCode: 0 } })), { state: 'finished', outcome: 'succeeded', exitCode: 0 })
-  t.same(classifyJob(jobWith([{ type: 'Failed', reason: 'BackoffLimitExceeded' }]), podWith({ terminated: { exitCode: 3, reason: 'Error' } })), { state: 'finished', outcome: 'failed', exitCode: 3, reason: 'BackoffLimitExceeded' })
-  t.match(classifyJob(jobWith([{ type: 'Failed', reason: 'BackoffLimitExceeded' }]), podWith({ terminated: { exitCode: 137, reason: 'OOMKilled' } })), { outcome: 'failed', exitCode: 137, reason: 'OOMKilled' })
+  t.same(classifyJob(jobWith([{ type: 'Failed', reason: 'BackoffLimitExceeded' }]), podWith({ terminated: { exitCode: 3, reason: 'Error' } })), {
+    state: 'finished',
+    outcome: 'failed',
+    exitCode: 3,
+    reason: 'BackoffLimitExceeded',
+  })
+  t.match(classifyJob(jobWith([{ type: 'Failed', reason: 'BackoffLimitExceeded' }]), podWith({ terminated: { exitCode: 137, reason: 'OOMKilled' } })), {
+    outcome: 'failed',
+    exitCode: 137,
+    reason: 'OOMKilled',
+  })
   t.match(classifyJob(jobWith([{ type: 'Failed', reason: 'DeadlineExceeded' }]), undefined), { state: 'finished', outcome: 'timed_out', exitCode: null })
-  t.same(classifyJob(jobWith([{ type: 'FailureTarget', reason: 'DeadlineExceeded' }]), podWith({ running: {} })), { state: 'active' }, 'FailureTarget alone: pods still terminating')
+  t.same(
+    classifyJob(jobWith([{ type: 'FailureTarget', reason: 'DeadlineExceeded' }]), podWith({ running: {} })),
+    { state: 'active' },
+    'FailureTarget alone: pods still terminating',
+  )
   for (const reason of ['ImagePullBackOff', 'ErrImagePull', 'CreateContainerConfigError', 'InvalidImageName']) {
     t.same(classifyJob(jobWith([]), podWith({ waiting: { reason, message: 'm' } })), { state: 'active', waiting: { pod: 'j-abcde', reason, message: 'm' } }, reason)
   }
@@ -268,7 +329,7 @@ t.test('classifyJob', async (t) => {
 t.test('parsePodLog, truncateOutput, imageRuntimeVersion', async (t) => {
   const stamped = [
     '2026-11-24T10:00:01.000000000Z Collecting requests==2.32.3',
-    '2026-11-24T10:00:03.500000000Z ' + SENTINEL,
+    `2026-11-24T10:00:03.500000000Z ${SENTINEL}`,
     '2026-11-24T10:00:03.600000000Z 2026-01-01T00:00:00Z is a date the script printed',
     '2026-11-24T10:00:04.250000000Z done',
     '',
@@ -287,7 +348,7 @@ t.test('parsePodLog, truncateOutput, imageRuntimeVersion', async (t) => {
   const failedInstall = parsePodLog('ERROR: No matching distribution\n=== agent-gateway: dependency install failed ===\n')
   t.ok(failedInstall.installFailed)
   t.notOk(failedInstall.sawSentinel)
-  t.equal(parsePodLog('{"event": "hello", "runtime": "python", "version": "3.12.7"}\n' + SENTINEL + '\n').runtimeVersion, 'python 3.12.7', 'a bootstrap hello line gives the version')
+  t.equal(parsePodLog(`{"event": "hello", "runtime": "python", "version": "3.12.7"}\n${SENTINEL}\n`).runtimeVersion, 'python 3.12.7', 'a bootstrap hello line gives the version')
 
   t.equal(truncateOutput('short', 10), 'short')
   t.equal(truncateOutput('0123456789abc', 10), '0123456789\n[agent-gateway: stdout truncated at 10 of 13 bytes]\n', 'the local executor marker')

@@ -62,7 +62,9 @@ t.test('directHttpLibrary sends what the fetch path sends and reads the same ans
     // Repeated headers: fetch joins them with ", ".
     res.setHeader('warning', ['299 - "one"', '299 - "two"'])
     res.writeHead(req.method === 'POST' ? 201 : 200, { 'content-type': 'application/json' })
-    res.end(JSON.stringify({ apiVersion: 'jobs.agent-gateway.dev/v1alpha1', kind: 'Run', metadata: { name: 'r', resourceVersion: '7' }, echo: body === '' ? null : JSON.parse(body) }))
+    res.end(
+      JSON.stringify({ apiVersion: 'jobs.agent-gateway.dev/v1alpha1', kind: 'Run', metadata: { name: 'r', resourceVersion: '7' }, echo: body === '' ? null : JSON.parse(body) }),
+    )
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   t.teardown(() => server.close())
@@ -73,7 +75,12 @@ t.test('directHttpLibrary sends what the fetch path sends and reads the same ans
     const out: unknown[] = []
     out.push(await api.getNamespacedCustomObject({ ...ref, name: 'r' }))
     out.push(await api.createNamespacedCustomObject({ ...ref, body: { metadata: { name: 'r' }, spec: { note: 'ünïcödé' } }, fieldManager: 'm' }))
-    out.push(await api.patchNamespacedCustomObjectStatus({ ...ref, name: 'r', body: { metadata: { resourceVersion: '6' }, status: { phase: 'Pending' } }, fieldManager: 'm' }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch)))
+    out.push(
+      await api.patchNamespacedCustomObjectStatus(
+        { ...ref, name: 'r', body: { metadata: { resourceVersion: '6' }, status: { phase: 'Pending' } }, fieldManager: 'm' },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      ),
+    )
     out.push(await api.listNamespacedCustomObject({ ...ref, labelSelector: 'a=b,c=d' }))
     for (const name of ['missing', 'taken']) {
       try {

@@ -331,10 +331,7 @@ t.test('malformed headers are refused as malformed', async (t) => {
   const authorization = await credentialFor('/paid')
   const garbage = JSON.parse(Buffer.from(authorization.replace(/^Payment\s+/, ''), 'base64url').toString('utf8'))
   garbage.payload = { type: 'transaction', signature: '0x1234' }
-  t.equal(
-    await rejection(mpp.verify(`Payment ${Buffer.from(JSON.stringify(garbage)).toString('base64url')}`, quote)),
-    'malformed',
-  )
+  t.equal(await rejection(mpp.verify(`Payment ${Buffer.from(JSON.stringify(garbage)).toString('base64url')}`, quote)), 'malformed')
   t.same(await rawGet('/paid', 'Payment %%%'), { status: 402, reason: 'malformed' })
 })
 
@@ -370,4 +367,3 @@ t.test('RPC faults: simulation revert, broadcast revert, refusal and timeout', a
   t.equal(rpc.broadcasts.length, before + 1)
   t.equal(await rejection(mpp.verify(sentButLost, quote)), 'nonce_already_used', 'claimed despite timeout')
 })
-

@@ -112,7 +112,14 @@ t.test('shareComponents only moves parts that recur, and only when that saves by
     operationId,
     operation: JSON.parse(
       JSON.stringify({
-        responses: { 200: { description: 'OK', content: { 'application/json': { schema: { type: 'object', properties: { big, small, [operationId]: { type: 'object', description: `${operationId} `.repeat(50) } } } } } } },
+        responses: {
+          200: {
+            description: 'OK',
+            content: {
+              'application/json': { schema: { type: 'object', properties: { big, small, [operationId]: { type: 'object', description: `${operationId} `.repeat(50) } } } },
+            },
+          },
+        },
       }),
     ) as JsonObject,
   }))
@@ -120,7 +127,9 @@ t.test('shareComponents only moves parts that recur, and only when that saves by
   const { schemas, responses } = shareComponents(operations, names)
   t.same(Object.keys(schemas), ['one.200.big'], 'the recurring large schema is shared, named after its first place')
   t.same(responses, {}, 'responses that differ stay inline')
-  const props = ((operations[1]?.operation.responses as JsonObject)['200'] as { content: { 'application/json': { schema: { properties: JsonObject } } } }).content['application/json'].schema.properties
+  const props = ((operations[1]?.operation.responses as JsonObject)['200'] as { content: { 'application/json': { schema: { properties: JsonObject } } } }).content[
+    'application/json'
+  ].schema.properties
   t.same(props.big, { $ref: '#/components/schemas/one.200.big' })
   t.same(props.small, small, 'a part smaller than its $ref stays inline')
   t.same(props.two, { type: 'object', description: 'two '.repeat(50) }, 'a part used once stays inline')

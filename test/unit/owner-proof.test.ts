@@ -35,7 +35,16 @@ function fakeGuard(amount: bigint, payer = '0xAbCdEf0000000000000000000000000000
     async authorize(_headers, quote, operationId) {
       log.authorized.push({ quote, operationId })
       return {
-        payment: { protocol: 'mpp', version: 1, payer, amountMicros: amount, replayKey: 'k', zeroValue: amount === 0n, detail: {}, settle: async () => ({ status: 'failed', reason: 'n/a' }) },
+        payment: {
+          protocol: 'mpp',
+          version: 1,
+          payer,
+          amountMicros: amount,
+          replayKey: 'k',
+          zeroValue: amount === 0n,
+          detail: {},
+          settle: async () => ({ status: 'failed', reason: 'n/a' }),
+        },
         bind: async () => {},
         async commit() {
           log.committed += 1
@@ -122,7 +131,9 @@ t.test('a $0 MPP proof: authorized for this method and exact path, consumed, the
   const { guard, log } = fakeGuard(0n)
   const owner = await proof({ guard }).prove({ ...call({ authorization: 'Payment id="x"' }, 'DELETE'), operationId: 'deleteTask', description: 'Delete a task' })
   t.equal(owner, '0xabcdef0000000000000000000000000000000001')
-  t.same(log.authorized, [{ quote: { amountMicros: 0n, resourceUrl: URL_A, route: 'DELETE /api/v1/tasks/t_1?view=full', description: 'Delete a task', payTo: PAY_TO }, operationId: 'deleteTask' }])
+  t.same(log.authorized, [
+    { quote: { amountMicros: 0n, resourceUrl: URL_A, route: 'DELETE /api/v1/tasks/t_1?view=full', description: 'Delete a task', payTo: PAY_TO }, operationId: 'deleteTask' },
+  ])
   t.equal(log.committed, 1)
   t.equal(routeOf('GET', 'https://h.test/a/b'), 'GET /a/b')
 })
@@ -151,7 +162,14 @@ t.test('an access token names the owner through holderOf; nothing else does', as
   }
   t.same(asked, ['agw_alice'], 'holderOf is asked for access tokens only')
 
-  const unknown = await refused(t, proof({ holderOf: async () => { throw new AppError('bearer_required', 'unknown token') } }).prove(call({ authorization: 'Bearer agw_forged' })))
+  const unknown = await refused(
+    t,
+    proof({
+      holderOf: async () => {
+        throw new AppError('bearer_required', 'unknown token')
+      },
+    }).prove(call({ authorization: 'Bearer agw_forged' })),
+  )
   t.equal(unknown.code, 'bearer_required', "holderOf's own refusal stands")
 
   const without = await refused(t, proof().prove(call({ authorization: 'Bearer agw_alice' })))

@@ -59,7 +59,10 @@ const everyMinute: TaskResourceSpec = { schedule: { cron: '* * * * *' }, success
 t.test('every-minute schedule over 10 minutes creates exactly 10 runs with slot names', async (t) => {
   const world = new World(makeTask('tick', everyMinute, '2026-06-01T00:00:00.000Z'))
   world.run(at('2026-06-01T00:00:00Z'), at('2026-06-01T00:10:00Z'), 15_000)
-  t.same(world.created, Array.from({ length: 10 }, (_, i) => `tick-2026060100${String(i + 1).padStart(2, '0')}`))
+  t.same(
+    world.created,
+    Array.from({ length: 10 }, (_, i) => `tick-2026060100${String(i + 1).padStart(2, '0')}`),
+  )
   t.equal(world.task.status?.lastScheduleTime, '2026-06-01T00:10:00.000Z')
   t.equal(world.task.status?.nextRunAt, '2026-06-01T00:11:00.000Z')
   const requeue = world.lastActions.find((a) => a.type === 'requeueAfter')
@@ -92,7 +95,11 @@ t.test('restart replays the same observed state: no new run, no status write', a
   world.run(at('2026-06-01T00:01:00Z'), at('2026-06-01T00:03:00Z'))
   world.reconcile(at('2026-06-01T00:03:10Z')) // settles status.active after the run finished
   const again = reconcileTask({ task: world.task, runs: [...world.runs.values()], now: at('2026-06-01T00:03:30Z') })
-  t.same(again.filter((a) => a.type !== 'requeueAfter'), [], 'nothing to do')
+  t.same(
+    again.filter((a) => a.type !== 'requeueAfter'),
+    [],
+    'nothing to do',
+  )
   // Crash after createRun but before the status write: the replay names the same run.
   const before = world.task
   const first = reconcileTask({ task: before, runs: [...world.runs.values()], now: at('2026-06-01T00:04:00Z') })
@@ -131,7 +138,10 @@ t.test('end_at is inclusive; afterwards the task completes and nothing is create
   t.same(world.created, ['tick-202606010001', 'tick-202606010002', 'tick-202606010003'])
   t.equal(world.task.status?.phase, 'Completed')
   t.equal(world.task.status?.nextRunAt, undefined)
-  t.notOk(world.lastActions.some((a) => a.type === 'requeueAfter'), 'no requeue after the end')
+  t.notOk(
+    world.lastActions.some((a) => a.type === 'requeueAfter'),
+    'no requeue after the end',
+  )
   world.apply([{ type: 'patchTaskStatus', status: { ...world.task.status, lastTriggerHandled: undefined } }], new Date())
   world.task = { ...world.task, spec: { ...world.task.spec, triggerRequestedAt: '2026-06-01T00:11:00Z' } }
   world.reconcile(at('2026-06-01T00:11:30Z'))
@@ -206,27 +216,46 @@ t.test('history limits keep the last N succeeded and M failed runs', async (t) =
     ;(world.runs.get(name) as RunResource).status = { phase: 'Failed', completionTime: `2026-06-01T00:0${name.endsWith('4') ? 4 : 5}:30.000Z` }
   }
   const actions = reconcileTask({ task: world.task, runs: [...world.runs.values()], now: at('2026-06-01T00:05:40Z') })
-  t.same(actions.filter((a) => a.type === 'deleteRun'), [{ type: 'deleteRun', name: 'h-202606010004' }])
+  t.same(
+    actions.filter((a) => a.type === 'deleteRun'),
+    [{ type: 'deleteRun', name: 'h-202606010004' }],
+  )
 })
 
 t.test('an invalid schedule creates nothing and says why', async (t) => {
   const actions = reconcileTask({ task: makeTask('bad', { schedule: { cron: '61 * * * *' } }, '2026-06-01T00:00:00.000Z'), runs: [], now: at('2026-06-01T01:00:00Z') })
   const patch = actions.find((a) => a.type === 'patchTaskStatus')
   t.equal(patch?.type === 'patchTaskStatus' ? patch.status.phase : undefined, 'Invalid')
-  t.match(patch?.type === 'patchTaskStatus' ? patch.status.conditions : undefined, [{ type: 'Ready', status: 'False', reason: 'InvalidSchedule', message: /61/ }], 'Ready=False with the reason')
+  t.match(
+    patch?.type === 'patchTaskStatus' ? patch.status.conditions : undefined,
+    [{ type: 'Ready', status: 'False', reason: 'InvalidSchedule', message: /61/ }],
+    'Ready=False with the reason',
+  )
   t.notOk(actions.some((a) => a.type === 'createRun'))
 })
 
-t.test('lookahead: the next slot\'s Run is created ahead with notBefore = the slot, once, and is not in flight until then', async (t) => {
+t.test("lookahead: the next slot's Run is created ahead with notBefore = the slot, once, and is not in flight until then", async (t) => {
   const task = makeTask('ahead', everyMinute, '2026-06-01T00:00:10.000Z')
   const options = { lookaheadMs: 15_000 }
   const early = reconcileTask({ task, runs: [], now: at('2026-06-01T00:00:30Z') }, options)
-  t.same(early.filter((a) => a.type === 'createRun'), [], 'nothing before the dispatch point')
-  t.same(early.find((a) => a.type === 'requeueAfter'), { type: 'requeueAfter', ms: 15_000 }, 'wakes at slot − lookahead')
+  t.same(
+    early.filter((a) => a.type === 'createRun'),
+    [],
+    'nothing before the dispatch point',
+  )
+  t.same(
+    early.find((a) => a.type === 'requeueAfter'),
+    { type: 'requeueAfter', ms: 15_000 },
+    'wakes at slot − lookahead',
+  )
   const ahead = reconcileTask({ task, runs: [], now: at('2026-06-01T00:00:45Z') }, options)
   const create = ahead.find((a) => a.type === 'createRun')
   t.same(create, { type: 'createRun', name: 'ahead-202606010001', slot: '2026-06-01T00:01:00.000Z', trigger: 'schedule', notBefore: '2026-06-01T00:01:00.000Z' })
-  t.same(ahead.find((a) => a.type === 'requeueAfter'), { type: 'requeueAfter', ms: 15_000 }, 'then wakes at the slot')
+  t.same(
+    ahead.find((a) => a.type === 'requeueAfter'),
+    { type: 'requeueAfter', ms: 15_000 },
+    'then wakes at the slot',
+  )
   const status = (ahead.find((a) => a.type === 'patchTaskStatus') as { status: { active?: string[]; activeCount?: number } } | undefined)?.status
   t.same(status?.active, [], 'a run waiting for its slot is not in flight')
   const waiting: RunResource = {
@@ -237,16 +266,32 @@ t.test('lookahead: the next slot\'s Run is created ahead with notBefore = the sl
     status: { phase: 'Pending' },
   }
   const again = reconcileTask({ task, runs: [waiting], now: at('2026-06-01T00:00:50Z') }, options)
-  t.same(again.filter((a) => a.type === 'createRun' || a.type === 'deleteRun'), [], 'a repeated reconcile creates nothing twice')
+  t.same(
+    again.filter((a) => a.type === 'createRun' || a.type === 'deleteRun'),
+    [],
+    'a repeated reconcile creates nothing twice',
+  )
   const atSlot = reconcileTask({ task: { ...task, status: { lastScheduleTime: '2026-06-01T00:00:10.000Z' } }, runs: [waiting], now: at('2026-06-01T00:01:00.100Z') }, options)
-  t.same(atSlot.filter((a) => a.type === 'createRun' || a.type === 'deleteRun'), [], 'at the slot the existing Run is the slot\'s run')
+  t.same(
+    atSlot.filter((a) => a.type === 'createRun' || a.type === 'deleteRun'),
+    [],
+    "at the slot the existing Run is the slot's run",
+  )
   const slotStatus = (atSlot.find((a) => a.type === 'patchTaskStatus') as { status: { active?: string[]; lastScheduleTime?: string } }).status
   t.same(slotStatus.active, ['ahead-202606010001'], 'in flight from its slot on')
   t.equal(slotStatus.lastScheduleTime, '2026-06-01T00:01:00.000Z')
   const paused = reconcileTask({ task: { ...task, spec: { ...everyMinute, suspend: true } }, runs: [waiting], now: at('2026-06-01T00:00:50Z') }, options)
-  t.same(paused.filter((a) => a.type === 'deleteRun'), [{ type: 'deleteRun', name: 'ahead-202606010001' }], 'suspended before its slot: the waiting Run is deleted')
+  t.same(
+    paused.filter((a) => a.type === 'deleteRun'),
+    [{ type: 'deleteRun', name: 'ahead-202606010001' }],
+    'suspended before its slot: the waiting Run is deleted',
+  )
   const rescheduled = reconcileTask({ task: { ...task, spec: { ...everyMinute, schedule: { cron: '*/5 * * * *' } } }, runs: [waiting], now: at('2026-06-01T00:00:50Z') }, options)
-  t.same(rescheduled.filter((a) => a.type === 'deleteRun'), [{ type: 'deleteRun', name: 'ahead-202606010001' }], 'a schedule that no longer has that slot: deleted')
+  t.same(
+    rescheduled.filter((a) => a.type === 'deleteRun'),
+    [{ type: 'deleteRun', name: 'ahead-202606010001' }],
+    'a schedule that no longer has that slot: deleted',
+  )
 })
 
 t.test('reconcileRun: runs with notBefore are prepared ahead and released if they go away before starting', async (t) => {
@@ -265,9 +310,17 @@ t.test('reconcileRun: runs with notBefore are prepared ahead and released if the
   t.same(reconcileRun({ ...base, run, prepareAheadMs: 15_000 }), { type: 'prepare', dueAt: Date.parse('2026-06-01T00:01:00Z') }, 'prepared ahead, due at its instant')
   t.same(reconcileRun({ ...base, run, prepared: true, prepareAheadMs: 15_000 }), { type: 'none' }, 'prepared once')
   t.same(reconcileRun({ ...base, run: undefined, prepared: true, prepareAheadMs: 15_000 }), { type: 'release' }, 'deleted while prepared: released')
-  t.same(reconcileRun({ ...base, run: { ...run, spec: { ...run.spec, cancelRequested: true } }, prepared: true, prepareAheadMs: 15_000 }), { type: 'release' }, 'cancelled while prepared: released')
+  t.same(
+    reconcileRun({ ...base, run: { ...run, spec: { ...run.spec, cancelRequested: true } }, prepared: true, prepareAheadMs: 15_000 }),
+    { type: 'release' },
+    'cancelled while prepared: released',
+  )
   t.same(reconcileRun({ ...base, run: undefined, executing: true, prepareAheadMs: 15_000 }), { type: 'abort' }, 'deleted while executing: aborted')
-  t.same(reconcileRun({ ...base, run: { ...run, spec: { taskRef: { name: 't' }, trigger: run.spec.trigger } }, prepareAheadMs: 15_000 }), { type: 'prepare', dueAt: now.getTime() }, 'no notBefore: due now')
+  t.same(
+    reconcileRun({ ...base, run: { ...run, spec: { taskRef: { name: 't' }, trigger: run.spec.trigger } }, prepareAheadMs: 15_000 }),
+    { type: 'prepare', dueAt: now.getTime() },
+    'no notBefore: due now',
+  )
   t.same(reconcileRun({ ...base, run: { ...run, status: { phase: 'Running' } }, prepareAheadMs: 0 }), { type: 'settleLost' }, 'Running but not ours (local): lost')
   t.same(reconcileRun({ ...base, canAdopt: true, run: { ...run, status: { phase: 'Running' } }, prepareAheadMs: 0 }), { type: 'adopt' }, 'Running but not ours (Jobs): adopted')
 })
@@ -281,12 +334,18 @@ t.test('status names the latest finished run still kept, and the latest success 
   world.reconcile(at('2026-06-01T00:01:30Z'))
   t.match(world.task.status, { lastRunName: 'l-202606010001', lastRunPhase: 'Succeeded', lastSuccessfulTime: '2026-06-01T00:01:20.000Z' })
   const progress = reconcileTask({ task: world.task, runs: [...world.runs.values()], now: at('2026-06-01T00:01:40Z') })
-  t.notOk(progress.some((a) => a.type === 'patchTaskStatus'), 'a settled state writes nothing')
+  t.notOk(
+    progress.some((a) => a.type === 'patchTaskStatus'),
+    'a settled state writes nothing',
+  )
 
   world.reconcile(at('2026-06-01T00:02:00Z'))
   ;(world.runs.get('l-202606010002') as RunResource).status = { phase: 'Running', startTime: '2026-06-01T00:02:01.000Z' }
   const running = reconcileTask({ task: world.task, runs: [...world.runs.values()], now: at('2026-06-01T00:02:05Z') })
-  t.notOk(running.some((a) => a.type === 'patchTaskStatus'), "a run's progress costs no status write")
+  t.notOk(
+    running.some((a) => a.type === 'patchTaskStatus'),
+    "a run's progress costs no status write",
+  )
 
   // Failed with failedRunsHistoryLimit 0: deleted in the same pass, so the kept success is the last run.
   finish('l-202606010002', 'Failed', '2026-06-01T00:02:30.000Z')
@@ -314,5 +373,8 @@ t.test('lookahead: a run that finished before its slot was recorded is not put b
   const patch = actions.find((a) => a.type === 'patchTaskStatus')
   t.match(patch?.type === 'patchTaskStatus' ? patch.status : undefined, { active: [], activeCount: 0, lastRunName: 'q-202606010001', lastScheduleTime: '2026-06-01T00:01:00.000Z' })
   const again = reconcileTask({ task: world.task, runs: [...world.runs.values()], now: at('2026-06-01T00:01:03Z') }, options)
-  t.notOk(again.some((a) => a.type === 'patchTaskStatus'), 'nothing left to write')
+  t.notOk(
+    again.some((a) => a.type === 'patchTaskStatus'),
+    'nothing left to write',
+  )
 })

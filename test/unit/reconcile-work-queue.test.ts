@@ -1,6 +1,7 @@
 // The controller's per-key coalescing work queue, on fake timers.
 import t from 'tap'
-import { WorkQueue, type Timers } from '../../controllers/work-queue.ts'
+import { WorkQueue } from '../../controllers/work-queue.ts'
+import type { Timers } from '../../src/platform/clock.ts'
 
 function fakeTimers() {
   let now = 0

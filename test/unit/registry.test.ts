@@ -97,7 +97,10 @@ t.test('operation ids are unique camelCase, every operation is well-formed', asy
     t.ok(operation.description.length >= 80, `${operation.operationId} description is useful`)
     t.ok(operation.tags.length > 0, `${operation.operationId} tags`)
     t.ok((operation.keywords ?? []).length > 0, `${operation.operationId} keywords`)
-    t.ok(Object.keys(operation.schemas.response).some((status) => Number(status) < 300), `${operation.operationId} has a success response`)
+    t.ok(
+      Object.keys(operation.schemas.response).some((status) => Number(status) < 300),
+      `${operation.operationId} has a success response`,
+    )
     const service = serviceOf(operation.operationId)
     t.equal(service?.slug, operation.service, `${operation.operationId} lives in its service`)
     t.equal(service?.server, operation.server, `${operation.operationId} runs on its service's server`)
@@ -175,7 +178,10 @@ t.test('every SPEC endpoint is registered with its access and proof, and nothing
   }
   t.equal(operations.length, SPEC_OPERATIONS.length, 'no unlisted operation')
   const schedulerPaths = operations.filter((operation) => operation.server === 'scheduler').map((operation) => operation.path)
-  t.ok(schedulerPaths.every((path) => path.startsWith('/api/v1')), 'scheduler operations live under /api/v1')
+  t.ok(
+    schedulerPaths.every((path) => path.startsWith('/api/v1')),
+    'scheduler operations live under /api/v1',
+  )
 })
 
 t.test('prices, meters and plans', async (t) => {
@@ -302,7 +308,15 @@ t.test('song response schema matches SPEC', async (t) => {
     model: 'songmodel-3-pro',
     price_usdc: '0.160000',
     candidates: [
-      { index: 0, url: 'https://cdn.example/0.mp3', sizeBytes: 10, seconds: 1, seed: 42, score: { overall: 0.8, duration: 1, production: 0.7, groove: null, structure: 0.5 }, diagnostics: analysis },
+      {
+        index: 0,
+        url: 'https://cdn.example/0.mp3',
+        sizeBytes: 10,
+        seconds: 1,
+        seed: 42,
+        score: { overall: 0.8, duration: 1, production: 0.7, groove: null, structure: 0.5 },
+        diagnostics: analysis,
+      },
     ],
     diagnostics: { final: analysis, beforeMastering: analysis },
     selectionNotes: ['closest tempo'],
@@ -498,11 +512,7 @@ t.test('fastify mounts every operation with these schemas', async (t) => {
   }
   // The guide answers from a catalog in which songs are built, so its recommendation is serialized.
   const songsBuilt = createCatalog(registry, { urls, implemented: new Set(['getAgentGuide', 'postAgentGuide', 'generateSongs']) })
-  const apps = [
-    createServiceApp('gateway', deps, guideHandlers(songsBuilt)),
-    createServiceApp('scheduler', deps, {}),
-    createServiceApp('memory', deps, {}),
-  ]
+  const apps = [createServiceApp('gateway', deps, guideHandlers(songsBuilt)), createServiceApp('scheduler', deps, {}), createServiceApp('memory', deps, {})]
   t.teardown(() => Promise.all(apps.map((app) => app.close())))
   for (const app of apps) await app.ready()
   const [gateway, scheduler] = apps as [(typeof apps)[0], (typeof apps)[0]]

@@ -6,16 +6,7 @@ import t from 'tap'
 import { Type } from '@sinclair/typebox'
 import { RUN_CRD, structuralSchema, TASK_CRD, type SchemaNode } from '../../controllers/kubernetes/crds.ts'
 import { Run, Task, TaskCreateRequest } from '../../src/catalog/schemas/scheduler.ts'
-import {
-  FIELD_LIMITS,
-  RUN_PHASES,
-  RUN_STATES,
-  RUNTIMES,
-  SCHEDULER_LIMITS,
-  TASK_PHASES,
-  TASK_STATES,
-  TRIGGER_TYPES,
-} from '../../src/scheduler/contract/index.ts'
+import { FIELD_LIMITS, RUN_PHASES, RUN_STATES, RUNTIMES, SCHEDULER_LIMITS, TASK_PHASES, TASK_STATES, TRIGGER_TYPES } from '../../src/scheduler/contract/index.ts'
 import { DEFAULT_RATES } from '../../src/scheduler/domain/rates.ts'
 import { validateCreateTask } from '../../src/scheduler/domain/validate.ts'
 

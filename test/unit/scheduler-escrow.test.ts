@@ -137,8 +137,14 @@ t.test('property: money is never created or lost (2000 seeded sequences)', async
         rows.push(e)
         if (e.kind === 'charge') paidIn += e.amount_micros
         if (e.kind === 'run_cost') paidCost -= e.amount_micros
-        if (e.kind === 'refund') (refunded -= e.amount_micros), refunds++
-        if (e.kind === 'dust_forfeit') (forfeited -= e.amount_micros), forfeits++
+        if (e.kind === 'refund') {
+          refunded -= e.amount_micros
+          refunds++
+        }
+        if (e.kind === 'dust_forfeit') {
+          forfeited -= e.amount_micros
+          forfeits++
+        }
       }
     }
     append([chargeEntry(maxAmount)])
@@ -244,22 +250,30 @@ t.test('property: money is never created or lost (2000 seeded sequences)', async
       const reservation = reservations[0] as Reservation
       append(finalizeRun(reservation, rnd.big(0n, reservation.amount_micros)).rows)
       reservations = []
-      const r = transition({ id: 'tsk', status, rail, scheduled, end_at: endAt }, { type: 'run_finished', outcome: 'succeeded', consecutive_infra_failures: 0 }, {
-        now,
-        ceiling_micros: ceiling,
-        available_micros: summarize(rows).available_micros,
-        run_in_flight: false,
-      })
+      const r = transition(
+        { id: 'tsk', status, rail, scheduled, end_at: endAt },
+        { type: 'run_finished', outcome: 'succeeded', consecutive_infra_failures: 0 },
+        {
+          now,
+          ceiling_micros: ceiling,
+          available_micros: summarize(rows).available_micros,
+          run_in_flight: false,
+        },
+      )
       status = r.next
       if (pendingClose && r.effects.some((e) => e.type === 'close_escrow')) pendingClose = false
       apply(r.effects)
     }
-    const del = transition({ id: 'tsk', status, rail, scheduled, end_at: endAt }, { type: 'delete' }, {
-      now,
-      ceiling_micros: ceiling,
-      available_micros: summarize(rows).available_micros,
-      run_in_flight: false,
-    })
+    const del = transition(
+      { id: 'tsk', status, rail, scheduled, end_at: endAt },
+      { type: 'delete' },
+      {
+        now,
+        ceiling_micros: ceiling,
+        available_micros: summarize(rows).available_micros,
+        run_in_flight: false,
+      },
+    )
     status = del.next
     apply(del.effects)
     check('final delete')

@@ -2,15 +2,7 @@ import t from 'tap'
 import { Ajv } from 'ajv'
 import addFormatsModule from 'ajv-formats'
 import { Rates, Siblings } from '../../src/catalog/schemas/scheduler.ts'
-import {
-  DEFAULT_RATES,
-  estimateCeiling,
-  estimateCeilingMicros,
-  llmReserveMicros,
-  ratesView,
-  siblingsView,
-  type SchedulerRates,
-} from '../../src/scheduler/domain/rates.ts'
+import { DEFAULT_RATES, estimateCeiling, estimateCeilingMicros, llmReserveMicros, ratesView, siblingsView, type SchedulerRates } from '../../src/scheduler/domain/rates.ts'
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
 const compile = (schema: unknown, removeAdditional: boolean) =>
@@ -45,7 +37,10 @@ t.test('ceiling follows SPEC rule 2 term by term', async (t) => {
   t.equal(estimateCeilingMicros({ ...full, llm: { profile: 'standard', max_cost_usdc_micros_per_run: 20_000n } }), 107_000n, 'a lower task LLM cap is used')
   t.equal(estimateCeilingMicros({ ...full, llm: { profile: 'quick', max_cost_usdc_micros_per_run: 90_000n } }), 137_000n, 'a higher one is ignored (profile max)')
   t.equal(estimateCeilingMicros({ ...plain, max_runtime_sec: 59.2 }), 7_000n, 'fractional seconds round up')
-  t.equal(estimateCeilingMicros({ ...plain, max_runtime_sec: 3600, max_sibling_calls: 100, dependencies: Array(20).fill('x'), llm: { profile: 'bulk' } }), 360_000n + 500_000n + 60_000n + 150_000n + 1_000n)
+  t.equal(
+    estimateCeilingMicros({ ...plain, max_runtime_sec: 3600, max_sibling_calls: 100, dependencies: Array(20).fill('x'), llm: { profile: 'bulk' } }),
+    360_000n + 500_000n + 60_000n + 150_000n + 1_000n,
+  )
   t.equal(llmReserveMicros(null), 0n)
   t.throws(() => estimateCeiling({ ...plain, max_sibling_calls: 1.5 }), RangeError)
   t.throws(() => estimateCeiling({ ...plain, max_runtime_sec: Number.NaN }), RangeError)
@@ -66,5 +61,8 @@ t.test('views render micros as digit strings', async (t) => {
   const siblings = siblingsView()
   const checkSiblings = compile(Siblings, false)
   t.ok(checkSiblings(siblings), 'GET /_siblings body matches its schema')
-  t.same(siblings.siblings.map((s) => s.name), ['urlshortener', 'cdn', 'forms', 'screenshot', 'inbox'])
+  t.same(
+    siblings.siblings.map((s) => s.name),
+    ['urlshortener', 'cdn', 'forms', 'screenshot', 'inbox'],
+  )
 })

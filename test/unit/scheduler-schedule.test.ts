@@ -1,14 +1,5 @@
 import t from 'tap'
-import {
-  compileSchedule,
-  latestSlotBetween,
-  nextSlot,
-  nextSlots,
-  normalizeTimezone,
-  slotName,
-  slotsBetween,
-  type CompiledSchedule,
-} from '../../src/scheduler/contract/schedule.ts'
+import { compileSchedule, latestSlotBetween, nextSlot, nextSlots, normalizeTimezone, slotName, slotsBetween, type CompiledSchedule } from '../../src/scheduler/contract/schedule.ts'
 
 const iso = (dates: readonly Date[]) => dates.map((d) => d.toISOString())
 const at = (value: string) => new Date(value)
@@ -65,7 +56,7 @@ t.test('cron errors are INVALID_CRON naming body.schedule.cron', async (t) => {
     ['0 0 * * blursday', /invalid/],
     ['0 0 * * $', /invalid characters/],
     ['TZ=Europe/Berlin 0 0 * * *', /time zone/],
-    ['0 0 * * *'.padEnd(130, ' ') + 'x', /longer than/],
+    [`${'0 0 * * *'.padEnd(130, ' ')}x`, /longer than/],
   ]
   for (const [cron, message] of cases) {
     t.throws(() => compileSchedule({ cron }), { code: 'INVALID_CRON', field: 'body.schedule.cron', message }, JSON.stringify(cron))
@@ -94,7 +85,7 @@ t.test('time zones: IANA names, normalised, default UTC', async (t) => {
   t.equal(normalizeTimezone('utc'), 'UTC')
   t.equal(normalizeTimezone('europe/berlin'), 'Europe/Berlin')
   t.equal(normalizeTimezone('US/Eastern'), 'US/Eastern', 'links are kept as written')
-  t.equal(normalizeTimezone('Asia/Kolkata'), 'Asia/Kolkata', 'not rewritten to ICU\'s Asia/Calcutta')
+  t.equal(normalizeTimezone('Asia/Kolkata'), 'Asia/Kolkata', "not rewritten to ICU's Asia/Calcutta")
   t.equal(normalizeTimezone('Etc/GMT+5'), 'Etc/GMT+5')
   t.equal(normalizeTimezone('America/Argentina/Buenos_Aires'), 'America/Argentina/Buenos_Aires')
   for (const bad of ['+01:00', 'UTC+1', 'Mars/Olympus', 'Europe/Berlinn', '', 42, 'Z', 'Europe/../etc']) {
@@ -106,17 +97,9 @@ t.test('time zones: IANA names, normalised, default UTC', async (t) => {
 t.test('DST Europe/Berlin, 30 2 * * * (cron-parser 5 semantics)', async (t) => {
   const s = compileSchedule({ cron: '30 2 * * *', timezone: 'Europe/Berlin' })
   // Spring forward 2026-03-29: 02:30 does not exist; it runs once, shifted to 03:30 CEST (01:30Z).
-  t.same(iso(nextSlots(s, at('2026-03-28T12:00:00Z'), 3)), [
-    '2026-03-29T01:30:00.000Z',
-    '2026-03-30T00:30:00.000Z',
-    '2026-03-31T00:30:00.000Z',
-  ])
+  t.same(iso(nextSlots(s, at('2026-03-28T12:00:00Z'), 3)), ['2026-03-29T01:30:00.000Z', '2026-03-30T00:30:00.000Z', '2026-03-31T00:30:00.000Z'])
   // Fall back 2026-10-25: 02:30 happens twice; it runs once, at the first (CEST) one, 00:30Z.
-  t.same(iso(nextSlots(s, at('2026-10-24T12:00:00Z'), 3)), [
-    '2026-10-25T00:30:00.000Z',
-    '2026-10-26T01:30:00.000Z',
-    '2026-10-27T01:30:00.000Z',
-  ])
+  t.same(iso(nextSlots(s, at('2026-10-24T12:00:00Z'), 3)), ['2026-10-25T00:30:00.000Z', '2026-10-26T01:30:00.000Z', '2026-10-27T01:30:00.000Z'])
   t.equal(slotsBetween(s, at('2026-10-24T23:00:00Z'), at('2026-10-25T23:00:00Z'), 10).length, 1, 'fall-back day: exactly once')
   t.equal(slotsBetween(s, at('2026-03-28T23:00:00Z'), at('2026-03-29T22:00:00Z'), 10).length, 1, 'spring-forward day: exactly once')
 })
@@ -157,11 +140,7 @@ t.test('nextSlots: strictly after, count, end_at inclusive', async (t) => {
 
 t.test('slotsBetween is (from, to], earliest first, bounded', async (t) => {
   const s: CompiledSchedule = compileSchedule({ cron: '*/10 * * * *' })
-  t.same(iso(slotsBetween(s, at('2026-01-01T00:00:00Z'), at('2026-01-01T00:30:00Z'), 10)), [
-    '2026-01-01T00:10:00.000Z',
-    '2026-01-01T00:20:00.000Z',
-    '2026-01-01T00:30:00.000Z',
-  ])
+  t.same(iso(slotsBetween(s, at('2026-01-01T00:00:00Z'), at('2026-01-01T00:30:00Z'), 10)), ['2026-01-01T00:10:00.000Z', '2026-01-01T00:20:00.000Z', '2026-01-01T00:30:00.000Z'])
   t.same(iso(slotsBetween(s, at('2026-01-01T00:00:00Z'), at('2026-01-01T00:30:00Z'), 2)), ['2026-01-01T00:10:00.000Z', '2026-01-01T00:20:00.000Z'])
   t.same(slotsBetween(s, at('2026-01-01T00:30:00Z'), at('2026-01-01T00:30:00Z'), 10), [])
   t.same(slotsBetween(s, at('2026-01-01T00:31:00Z'), at('2026-01-01T00:30:00Z'), 10), [])

@@ -2,19 +2,19 @@ import t from 'tap'
 import { TASK_STATES as TASK_STATUSES } from '../../src/scheduler/contract/index.ts'
 import { AppError } from '../../src/platform/errors.ts'
 import {
-  INFRA_FAILURE_LIMIT,
   assertWritable,
-  initialTransition,
-  transition,
   type Effect,
+  INFRA_FAILURE_LIMIT,
+  initialTransition,
   type TaskEvent,
   type TaskSnapshot,
-  type TaskStatus,
+  type TaskState,
+  transition,
   type TransitionFacts,
 } from '../../src/scheduler/domain/states.ts'
 
 const now = new Date('2026-06-01T12:00:00Z')
-const task = (status: TaskStatus, patch: Partial<TaskSnapshot> = {}): TaskSnapshot => ({ id: 'tsk1', status, rail: 'direct', scheduled: true, end_at: null, ...patch })
+const task = (status: TaskState, patch: Partial<TaskSnapshot> = {}): TaskSnapshot => ({ id: 'tsk1', status, rail: 'direct', scheduled: true, end_at: null, ...patch })
 const facts = (patch: Partial<TransitionFacts> = {}): TransitionFacts => ({ now, ceiling_micros: 10_000n, available_micros: 50_000n, run_in_flight: false, ...patch })
 const types = (effects: readonly Effect[]) => effects.map((e) => e.type)
 const find = <T extends Effect['type']>(effects: readonly Effect[], type: T) => effects.find((e): e is Extract<Effect, { type: T }> => e.type === type)
@@ -28,7 +28,11 @@ t.test('(creation): cap below the ceiling starts paused_insufficient_funds', asy
   t.match(hint?.message, /0\.009999 USD\) is below the per-run ceiling \(0\.010000 USD\)/)
   const ok = initialTransition({ rail: 'direct', scheduled: true, end_at: null }, { ceiling_micros: 10_000n, available_micros: 10_000n })
   t.same(ok, { next: 'active', effects: [{ type: 'schedule_next' }] }, 'equal to the ceiling is enough')
-  t.same(initialTransition({ rail: 'marketplace', scheduled: false, end_at: null }, { ceiling_micros: 1n, available_micros: 1n }), { next: 'active', effects: [] }, 'on-demand: nothing scheduled')
+  t.same(
+    initialTransition({ rail: 'marketplace', scheduled: false, end_at: null }, { ceiling_micros: 1n, available_micros: 1n }),
+    { next: 'active', effects: [] },
+    'on-demand: nothing scheduled',
+  )
   const market = initialTransition({ rail: 'marketplace', scheduled: true, end_at: null }, { ceiling_micros: 2n, available_micros: 1n })
   t.match(find(market.effects, 'set_recovery_hint')?.hint.message, /remaining cap/)
 })
@@ -76,7 +80,7 @@ t.test('dispatch on a non-active task: scheduled work is skipped, synchronous ru
   }
   for (const [status, code] of Object.entries(codes)) {
     for (const trigger of ['manual', 'webhook'] as const) {
-      t.throws(() => transition(task(status as TaskStatus), { type: 'dispatch', trigger }, facts()), { code }, `${status} ${trigger}`)
+      t.throws(() => transition(task(status as TaskState), { type: 'dispatch', trigger }, facts()), { code }, `${status} ${trigger}`)
     }
   }
   t.throws(() => transition(task('paused_insufficient_funds'), { type: 'dispatch', trigger: 'manual' }, facts({ available_micros: 4_000n })), {
@@ -95,7 +99,10 @@ t.test('active -> pause -> paused (manual); future runs skipped', async (t) => {
 })
 
 t.test('paused -> resume: active when balance >= ceiling, else 409', async (t) => {
-  t.same(transition(task('paused'), { type: 'resume' }, facts({ available_micros: 10_000n })), { next: 'active', effects: [{ type: 'clear_recovery_hint' }, { type: 'schedule_next' }] })
+  t.same(transition(task('paused'), { type: 'resume' }, facts({ available_micros: 10_000n })), {
+    next: 'active',
+    effects: [{ type: 'clear_recovery_hint' }, { type: 'schedule_next' }],
+  })
   t.throws(() => transition(task('paused'), { type: 'resume' }, facts({ available_micros: 9_999n })), {
     code: 'TASK_PAUSED_INSUFFICIENT_FUNDS',
     status: 409,
@@ -126,13 +133,26 @@ t.test('paused_insufficient_funds -> fund: resumes when the top-up covers the sh
 
 t.test('any -> DELETE -> deleted: runs cancelled, direct rail refunds, idempotent', async (t) => {
   for (const status of ['active', 'paused', 'paused_insufficient_funds'] as const) {
-    t.same(transition(task(status), { type: 'delete' }, facts()), {
-      next: 'deleted',
-      effects: [{ type: 'clear_next_run' }, { type: 'clear_recovery_hint' }, { type: 'close_escrow', when: 'now', refund: true }],
-    }, status)
+    t.same(
+      transition(task(status), { type: 'delete' }, facts()),
+      {
+        next: 'deleted',
+        effects: [{ type: 'clear_next_run' }, { type: 'clear_recovery_hint' }, { type: 'close_escrow', when: 'now', refund: true }],
+      },
+      status,
+    )
   }
-  t.same(transition(task('active', { rail: 'marketplace' }), { type: 'delete' }, facts()).effects.at(-1), { type: 'close_escrow', when: 'now', refund: false }, 'marketplace refunds nothing')
-  t.same(types(transition(task('active'), { type: 'delete' }, facts({ run_in_flight: true })).effects), ['clear_next_run', 'clear_recovery_hint', 'cancel_in_flight_run', 'close_escrow'])
+  t.same(
+    transition(task('active', { rail: 'marketplace' }), { type: 'delete' }, facts()).effects.at(-1),
+    { type: 'close_escrow', when: 'now', refund: false },
+    'marketplace refunds nothing',
+  )
+  t.same(types(transition(task('active'), { type: 'delete' }, facts({ run_in_flight: true })).effects), [
+    'clear_next_run',
+    'clear_recovery_hint',
+    'cancel_in_flight_run',
+    'close_escrow',
+  ])
   t.equal(find(transition(task('active'), { type: 'delete' }, facts({ run_in_flight: true })).effects, 'close_escrow')?.when, 'after_in_flight_run')
   t.same(transition(task('deleted'), { type: 'delete' }, facts()), { next: 'deleted', effects: [] }, 'idempotent')
   t.same(transition(task('completed'), { type: 'delete' }, facts()), { next: 'deleted', effects: [] }, 'completed already closed its escrow')
@@ -171,7 +191,10 @@ t.test('completed: end_at passed and nothing in flight', async (t) => {
   const manual = transition(task('active', ended), { type: 'dispatch', trigger: 'manual' }, facts())
   t.equal(manual.next, 'completed')
   t.match(find(manual.effects, 'reject')?.error, { code: 'TASK_COMPLETED' })
-  t.same(transition(task('active', ended), { type: 'dispatch', trigger: 'schedule' }, facts({ run_in_flight: true })), { next: 'active', effects: [{ type: 'skip_run', reason: 'schedule_ended' }] })
+  t.same(transition(task('active', ended), { type: 'dispatch', trigger: 'schedule' }, facts({ run_in_flight: true })), {
+    next: 'active',
+    effects: [{ type: 'skip_run', reason: 'schedule_ended' }],
+  })
   t.throws(() => transition(task('active', ended), { type: 'dispatch', trigger: 'manual' }, facts({ run_in_flight: true })), { code: 'RUN_IN_FLIGHT' })
 })
 
@@ -180,7 +203,12 @@ t.test('terminated: operator/abuse, or repeated infrastructure failure', async (
     next: 'terminated',
     effects: [{ type: 'clear_next_run' }, { type: 'clear_recovery_hint' }, { type: 'close_escrow', when: 'now', refund: true }],
   })
-  t.same(types(transition(task('active'), { type: 'terminate', reason: 'operator' }, facts({ run_in_flight: true })).effects), ['clear_next_run', 'clear_recovery_hint', 'cancel_in_flight_run', 'close_escrow'])
+  t.same(types(transition(task('active'), { type: 'terminate', reason: 'operator' }, facts({ run_in_flight: true })).effects), [
+    'clear_next_run',
+    'clear_recovery_hint',
+    'cancel_in_flight_run',
+    'close_escrow',
+  ])
   t.same(transition(task('terminated'), { type: 'terminate', reason: 'operator' }, facts()), { next: 'terminated', effects: [] })
   t.same(transition(task('deleted'), { type: 'terminate', reason: 'operator' }, facts()), { next: 'deleted', effects: [] })
   const fin = (outcome: 'infra_error' | 'failed', n: number) => transition(task('active'), { type: 'run_finished', outcome, consecutive_infra_failures: n }, facts())
@@ -194,9 +222,9 @@ t.test('owner operations on terminal tasks', async (t) => {
   const codes = { deleted: ['TASK_DELETED', 410], completed: ['TASK_COMPLETED', 409], terminated: ['TASK_TERMINATED', 409] } as const
   for (const [status, [code, httpStatus]] of Object.entries(codes)) {
     for (const event of [{ type: 'pause' }, { type: 'resume' }, { type: 'fund', amount_micros: 5n }] as TaskEvent[]) {
-      t.throws(() => transition(task(status as TaskStatus), event, facts()), { code, status: httpStatus }, `${status} ${event.type}`)
+      t.throws(() => transition(task(status as TaskState), event, facts()), { code, status: httpStatus }, `${status} ${event.type}`)
     }
-    t.throws(() => assertWritable(status as TaskStatus), { code }, `${status} writes`)
+    t.throws(() => assertWritable(status as TaskState), { code }, `${status} writes`)
   }
   for (const status of ['active', 'paused', 'paused_insufficient_funds'] as const) t.doesNotThrow(() => assertWritable(status))
 })
@@ -244,19 +272,41 @@ t.test('payments still settling: runs wait for them, state counts them, escrows 
   for (const trigger of ['manual', 'webhook'] as const) {
     t.throws(() => transition(task('active'), { type: 'dispatch', trigger }, settling), { code: 'PAYMENT_SETTLING', headers: { 'retry-after': '5' } }, `${trigger}: 409, retry`)
   }
-  t.equal(transition(task('active'), { type: 'dispatch', trigger: 'schedule' }, facts({ available_micros: 0n, pending_micros: 9_999n })).next, 'paused_insufficient_funds', 'not enough even with it: paused')
+  t.equal(
+    transition(task('active'), { type: 'dispatch', trigger: 'schedule' }, facts({ available_micros: 0n, pending_micros: 9_999n })).next,
+    'paused_insufficient_funds',
+    'not enough even with it: paused',
+  )
 
   t.equal(transition(task('paused_insufficient_funds'), { type: 'resume' }, settling).next, 'active', 'resume counts it')
-  t.equal(transition(task('paused_insufficient_funds'), { type: 'fund', amount_micros: 5_000n }, facts({ available_micros: 0n, pending_micros: 5_000n })).next, 'active', 'a top-up on top of a settling one resumes')
+  t.equal(
+    transition(task('paused_insufficient_funds'), { type: 'fund', amount_micros: 5_000n }, facts({ available_micros: 0n, pending_micros: 5_000n })).next,
+    'active',
+    'a top-up on top of a settling one resumes',
+  )
 
   const deleted = transition(task('active'), { type: 'delete' }, settling)
   t.same(find(deleted.effects, 'close_escrow'), { type: 'close_escrow', when: 'after_pending_payments', refund: true }, 'delete waits for the payment before it closes')
-  t.same(find(transition(task('deleted'), { type: 'run_finished', outcome: 'succeeded', consecutive_infra_failures: 0 }, facts({ pending_micros: 1n })).effects, 'close_escrow')?.when, 'after_pending_payments')
+  t.same(
+    find(transition(task('deleted'), { type: 'run_finished', outcome: 'succeeded', consecutive_infra_failures: 0 }, facts({ pending_micros: 1n })).effects, 'close_escrow')?.when,
+    'after_pending_payments',
+  )
 
-  t.same(transition(task('deleted'), { type: 'payment_decided', settled: true, create: false }, facts()).effects, [{ type: 'close_escrow', when: 'now', refund: true }], 'decided on a deleted task: it closes now')
-  t.same(find(transition(task('deleted'), { type: 'payment_decided', settled: false, create: false }, facts({ run_in_flight: true })).effects, 'close_escrow')?.when, 'after_in_flight_run')
+  t.same(
+    transition(task('deleted'), { type: 'payment_decided', settled: true, create: false }, facts()).effects,
+    [{ type: 'close_escrow', when: 'now', refund: true }],
+    'decided on a deleted task: it closes now',
+  )
+  t.same(
+    find(transition(task('deleted'), { type: 'payment_decided', settled: false, create: false }, facts({ run_in_flight: true })).effects, 'close_escrow')?.when,
+    'after_in_flight_run',
+  )
   t.same(transition(task('active'), { type: 'payment_decided', settled: true, create: true }, facts()), { next: 'active', effects: [] }, 'settled create: nothing to do')
-  t.same(transition(task('paused'), { type: 'payment_decided', settled: false, create: false }, facts()), { next: 'paused', effects: [] }, 'failed top-up: the next dispatch decides')
+  t.same(
+    transition(task('paused'), { type: 'payment_decided', settled: false, create: false }, facts()),
+    { next: 'paused', effects: [] },
+    'failed top-up: the next dispatch decides',
+  )
   const failedCreate = transition(task('active'), { type: 'payment_decided', settled: false, create: true }, facts({ available_micros: 0n }))
   t.equal(failedCreate.next, 'deleted', 'the task a failed create payment was to buy goes')
   t.same(find(failedCreate.effects, 'close_escrow'), { type: 'close_escrow', when: 'now', refund: true })

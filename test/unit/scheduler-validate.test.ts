@@ -70,7 +70,10 @@ t.test('a valid body normalises (money as bigint, defaults filled)', async (t) =
   })
   const minimal = create({}, ['schedule'])
   t.equal(minimal.schedule, null, 'on-demand')
-  t.same([minimal.tool_list, minimal.max_sibling_spend_micros, minimal.dependencies, minimal.env, minimal.llm, minimal.artifacts, minimal.end_at], [null, null, [], {}, null, { enabled: false }, null])
+  t.same(
+    [minimal.tool_list, minimal.max_sibling_spend_micros, minimal.dependencies, minimal.env, minimal.llm, minimal.artifacts, minimal.end_at],
+    [null, null, [], {}, null, { enabled: false }, null],
+  )
   t.equal(create({ max_sibling_spend_micros: 7 }).max_sibling_spend_micros, 7n, 'integer form')
   t.equal(create({ max_runtime_sec: 30.5 }).max_runtime_sec, 30.5)
   t.equal(create({ runtime: 'node', entrypoint: 'index.mjs', dependencies: ['lodash@^4.17.21', '@scope/pkg', 'zod@3'] }).runtime, 'node')
@@ -103,14 +106,22 @@ t.test('UNSUPPORTED_DEPENDENCY: preinstalled or malformed, per ecosystem', async
   for (const dep of py) t.throws(() => create({ dependencies: ['numpy', dep] }), { code: 'UNSUPPORTED_DEPENDENCY', field: 'body.dependencies.1', message: /preinstalled/ }, dep)
   const node = ['axios', 'node-fetch@3', 'cheerio', 'date-fns@^3', 'yaml', 'sharp']
   for (const dep of node) {
-    t.throws(() => create({ runtime: 'node', entrypoint: 'index.js', dependencies: [dep] }), { code: 'UNSUPPORTED_DEPENDENCY', field: 'body.dependencies.0', message: /preinstalled/ }, dep)
+    t.throws(
+      () => create({ runtime: 'node', entrypoint: 'index.js', dependencies: [dep] }),
+      { code: 'UNSUPPORTED_DEPENDENCY', field: 'body.dependencies.0', message: /preinstalled/ },
+      dep,
+    )
   }
   t.doesNotThrow(() => create({ dependencies: ['axios'] }), 'a node preinstall is a fine python dependency')
   const badPy = ['numpy @ https://x/y.whl', 'git+https://github.com/a/b', './local', 'numpy==', 'numpy; python_version>"3"', '-e .', 'lodash@4', '@scope/x']
   for (const dep of badPy) t.throws(() => create({ dependencies: [dep] }), { code: 'UNSUPPORTED_DEPENDENCY', field: 'body.dependencies.0', message: /not a valid PyPI/ }, dep)
   const badNode = ['Lodash', 'lodash==4', 'lodash@', 'github:a/b', 'lodash@git+https://x', 'file:../x', '.hidden', '_under', 'a@^']
   for (const dep of badNode) {
-    t.throws(() => create({ runtime: 'node', entrypoint: 'index.js', dependencies: [dep] }), { code: 'UNSUPPORTED_DEPENDENCY', field: 'body.dependencies.0', message: /not a valid npm/ }, dep)
+    t.throws(
+      () => create({ runtime: 'node', entrypoint: 'index.js', dependencies: [dep] }),
+      { code: 'UNSUPPORTED_DEPENDENCY', field: 'body.dependencies.0', message: /not a valid npm/ },
+      dep,
+    )
   }
   t.throws(() => create({ dependencies: ['numpy', 'NumPy>=2'] }), { code: 'VALIDATION_ERROR', field: 'body.dependencies.1', message: /twice/ })
   t.throws(() => create({ dependencies: Array.from({ length: 21 }, (_, i) => `pkg${i}`) }), { code: 'VALIDATION_ERROR', field: 'body.dependencies' })
@@ -125,10 +136,26 @@ t.test('UNKNOWN_SIBLING: neither first-party nor a capability id', async (t) => 
     t.ok(isCapabilityId(entry) || ['urlshortener', 'cdn', 'forms', 'screenshot', 'inbox'].includes(entry), entry)
     t.doesNotThrow(() => create({ max_sibling_calls: 1, tool_list: [entry] }), entry)
   }
-  for (const entry of ['mailer', 'CDN', 'Acme/pdf', 'acme/', '/pdf', 'acme/pdf/extra', 'acme//pdf', '-acme/pdf', 'acme/pdf-', 'acme/pdf@1', 'a'.repeat(100) + '/' + 'b'.repeat(101)]) {
+  for (const entry of [
+    'mailer',
+    'CDN',
+    'Acme/pdf',
+    'acme/',
+    '/pdf',
+    'acme/pdf/extra',
+    'acme//pdf',
+    '-acme/pdf',
+    'acme/pdf-',
+    'acme/pdf@1',
+    `${'a'.repeat(100)}/${'b'.repeat(101)}`,
+  ]) {
     t.throws(() => create({ max_sibling_calls: 1, tool_list: ['cdn', entry] }), { code: 'UNKNOWN_SIBLING', field: 'body.tool_list.1' }, entry)
   }
-  t.throws(() => validateCreateTask(make({ max_sibling_calls: 1, tool_list: ['cdn'] }), { now, siblings: ['forms'] }), { code: 'UNKNOWN_SIBLING', field: 'body.tool_list.0' }, 'sibling list is injectable')
+  t.throws(
+    () => validateCreateTask(make({ max_sibling_calls: 1, tool_list: ['cdn'] }), { now, siblings: ['forms'] }),
+    { code: 'UNKNOWN_SIBLING', field: 'body.tool_list.0' },
+    'sibling list is injectable',
+  )
   t.throws(() => create({ tool_list: ['cdn', 'cdn'] }), { code: 'VALIDATION_ERROR', field: 'body.tool_list.1' })
   t.throws(() => create({ tool_list: [''] }), { code: 'VALIDATION_ERROR', field: 'body.tool_list.0' })
   t.throws(() => create({ tool_list: 'cdn' }), { code: 'VALIDATION_ERROR', field: 'body.tool_list' })
@@ -218,7 +245,10 @@ t.test('idempotency hash: exactly SPEC rule 1 fields', async (t) => {
   const same = (spec: TaskCreateInput) => idempotencyHash(spec) === idempotencyHash(a)
   t.match(idempotencyHash(a), /^[0-9a-f]{64}$/)
   t.ok(same(create({ env: { B: 'other', A: 'values' }, dependencies: ['pandas', 'numpy'] })), 'env values and set order do not matter')
-  t.ok(same(create({ env: { A: '1', B: '2' }, dependencies: ['numpy', 'pandas'], notify_email: 'x@example.com', artifacts: { enabled: true } })), 'notify_email/artifacts not covered')
+  t.ok(
+    same(create({ env: { A: '1', B: '2' }, dependencies: ['numpy', 'pandas'], notify_email: 'x@example.com', artifacts: { enabled: true } })),
+    'notify_email/artifacts not covered',
+  )
   t.ok(same(create({ env: { A: '1', B: '2' }, dependencies: ['numpy', 'pandas'], entrypoint: 'other.py' })), 'entrypoint not covered')
   t.ok(same(create({ env: { A: '1', B: '2' }, dependencies: ['numpy', 'pandas'], schedule: { cron: '0 9 * * *', timezone: 'Europe/Berlin' } })), 'cron compared compiled')
   const differs: Array<[string, Record<string, unknown>]> = [
@@ -275,18 +305,34 @@ t.test('PATCH refusals', async (t) => {
     t.throws(() => validatePatch(stored(), { notify_email: null, [key]: 'x' }, pctx), { code: 'IMMUTABLE_FIELD', status: 409, field: `body.${key}` }, key)
   }
   t.throws(() => validatePatch(stored(), { env: { A: '1' } }, pctx), { code: 'IMMUTABLE_FIELD', field: 'body.env', message: /PUT \/api\/v1\/tasks\/\{id\}\/env/ })
-  t.throws(() => validatePatch(stored(), { tool_list: ['cdn'] }, pctx), { code: 'IMMUTABLE_TOOL_REMOVAL', status: 409, field: 'body.tool_list', extensions: { removed: ['acme/pdf'] } })
+  t.throws(() => validatePatch(stored(), { tool_list: ['cdn'] }, pctx), {
+    code: 'IMMUTABLE_TOOL_REMOVAL',
+    status: 409,
+    field: 'body.tool_list',
+    extensions: { removed: ['acme/pdf'] },
+  })
   t.throws(() => validatePatch(stored(), { tool_list: [] }, pctx), { code: 'IMMUTABLE_TOOL_REMOVAL', field: 'body.tool_list' })
   t.throws(() => validatePatch(stored({ tool_list: null }), { tool_list: ['cdn'] }, pctx), { code: 'IMMUTABLE_TOOL_REMOVAL', field: 'body.tool_list', message: /open/ })
   t.throws(() => validatePatch(stored(), { tool_list: null }, pctx), { code: 'VALIDATION_ERROR', field: 'body.tool_list' })
   t.throws(() => validatePatch(stored(), { tool_list: ['cdn', 'acme/pdf', 'Nope'] }, pctx), { code: 'UNKNOWN_SIBLING', field: 'body.tool_list.2' })
-  t.throws(() => validatePatch(stored(), { max_sibling_spend_micros: 99_999 }, pctx), { code: 'VALIDATION_ERROR', field: 'body.max_sibling_spend_micros', message: /only be raised/, extensions: { current: '100000' } })
-  t.throws(() => validatePatch(stored({ max_sibling_spend_micros: null }), { max_sibling_spend_micros: 5 }, pctx), { code: 'VALIDATION_ERROR', field: 'body.max_sibling_spend_micros' })
+  t.throws(() => validatePatch(stored(), { max_sibling_spend_micros: 99_999 }, pctx), {
+    code: 'VALIDATION_ERROR',
+    field: 'body.max_sibling_spend_micros',
+    message: /only be raised/,
+    extensions: { current: '100000' },
+  })
+  t.throws(() => validatePatch(stored({ max_sibling_spend_micros: null }), { max_sibling_spend_micros: 5 }, pctx), {
+    code: 'VALIDATION_ERROR',
+    field: 'body.max_sibling_spend_micros',
+  })
   t.throws(() => validatePatch(stored(), { max_sibling_spend_micros: -1 }, pctx), { code: 'VALIDATION_ERROR', field: 'body.max_sibling_spend_micros' })
   t.throws(() => validatePatch(stored(), { max_runtime_sec: 59 }, pctx), { code: 'VALIDATION_ERROR', field: 'body.max_runtime_sec', message: /only be raised/ })
   t.throws(() => validatePatch(stored(), { max_runtime_sec: 3601 }, pctx), { code: 'VALIDATION_ERROR', field: 'body.max_runtime_sec' })
   t.throws(() => validatePatch(stored(), { max_runtime_sec: 120 }, { now, runInFlight: true }), { code: 'RUN_IN_FLIGHT', status: 409, field: 'body.max_runtime_sec' })
-  t.doesNotThrow(() => validatePatch(stored(), { notify_email: 'x@example.com', max_sibling_spend_micros: 1e6 }, { now, runInFlight: true }), 'only max_runtime_sec waits for the run')
+  t.doesNotThrow(
+    () => validatePatch(stored(), { notify_email: 'x@example.com', max_sibling_spend_micros: 1e6 }, { now, runInFlight: true }),
+    'only max_runtime_sec waits for the run',
+  )
   t.throws(() => validatePatch(stored(), { end_at: '2026-05-01T00:00:00Z' }, pctx), { code: 'VALIDATION_ERROR', field: 'body.end_at' })
   t.throws(() => validatePatch(stored({ schedule: null }), { end_at: '2026-07-01T00:00:00Z' }, pctx), { code: 'VALIDATION_ERROR', field: 'body.end_at', message: /schedule/ })
   t.throws(() => validatePatch(stored(), { notify_email: 5 }, pctx), { code: 'VALIDATION_ERROR', field: 'body.notify_email' })

@@ -279,9 +279,18 @@ t.test('20 concurrent verifications of one proof → exactly one success', async
   const inner = await openKeyValue({ kind: 'memory' })
   const tick = () => new Promise<void>((resolve) => setImmediate(resolve))
   const slow = {
-    get: async (key: string) => (await tick(), inner.get(key)),
-    set: async (key: string, value: string, options?: { ttlMs?: number; onlyIfAbsent?: boolean }) => (await tick(), inner.set(key, value, options)),
-    del: async (key: string) => (await tick(), inner.del(key)),
+    get: async (key: string) => {
+      await tick()
+      return inner.get(key)
+    },
+    set: async (key: string, value: string, options?: { ttlMs?: number; onlyIfAbsent?: boolean }) => {
+      await tick()
+      return inner.set(key, value, options)
+    },
+    del: async (key: string) => {
+      await tick()
+      return inner.del(key)
+    },
   }
   for (const store of [inner, slow]) {
     const verifier = createSiwxVerifier({ domain: DOMAIN, store })
@@ -292,7 +301,10 @@ t.test('20 concurrent verifications of one proof → exactly one success', async
     t.equal(ok.length, 1, 'one success')
     t.same(ok[0]?.value.address, account.address)
     t.equal(failed.length, 19)
-    t.ok(failed.every((r) => r.reason instanceof WalletProofRejected && r.reason.reason === 'nonce_used'), 'the rest: nonce_used')
+    t.ok(
+      failed.every((r) => r.reason instanceof WalletProofRejected && r.reason.reason === 'nonce_used'),
+      'the rest: nonce_used',
+    )
   }
 })
 

@@ -25,7 +25,9 @@ const payTo = '0x0000000000000000000000000000000000000001'
 // Today's build: the gateway's own operations and the scheduler; reviews, songs, speech and memory
 // are listed but not built.
 const GATEWAY_BUILT = ['getAgentGuide', 'postAgentGuide', 'postAgentQuote', 'registerAgent', 'startAgentClaim', 'verifyAgentClaim', 'purchasePlan']
-const SCHEDULER_BUILT = allOperations().filter((operation) => operation.service === 'scheduler').map((operation) => operation.operationId)
+const SCHEDULER_BUILT = allOperations()
+  .filter((operation) => operation.service === 'scheduler')
+  .map((operation) => operation.operationId)
 const today = new Set([...GATEWAY_BUILT, ...SCHEDULER_BUILT])
 const everything = new Set(allOperations().map((operation) => operation.operationId))
 const catalogOf = (implemented: ReadonlySet<string>) => createCatalog(registry, { urls, implemented })
@@ -112,14 +114,24 @@ t.test('a plan is purchasable only while it covers a built operation', async (t)
   t.same(unsold.sort(), ['reviews-credit-5', 'reviews-monthly'])
   for (const plan of catalog.plans) {
     const covered = catalog.operations.filter((entry) => plan.spec.covers.includes(entry.service.slug))
-    t.equal(plan.purchasable, covered.some((entry) => entry.implemented), `${plan.spec.id}: purchasable iff a covered operation is built`)
-    t.same(plan.builtOperations, covered.filter((entry) => entry.implemented).map((entry) => entry.spec.operationId))
+    t.equal(
+      plan.purchasable,
+      covered.some((entry) => entry.implemented),
+      `${plan.spec.id}: purchasable iff a covered operation is built`,
+    )
+    t.same(
+      plan.builtOperations,
+      covered.filter((entry) => entry.implemented).map((entry) => entry.spec.operationId),
+    )
     if (!plan.purchasable) t.match(plan.reason, /createReviewSession/, 'the reason names the unbuilt operations')
     else t.equal(plan.reason, undefined)
   }
   t.ok(catalog.plan('scheduler-credit-5')?.builtOperations.includes('createTask'))
   t.equal(catalog.plan('no-such-plan'), undefined)
-  t.ok(catalogOf(everything).plans.every((plan) => plan.purchasable), 'every plan goes on sale once its operations are built')
+  t.ok(
+    catalogOf(everything).plans.every((plan) => plan.purchasable),
+    'every plan goes on sale once its operations are built',
+  )
   t.ok(catalogOf(new Set([...today, 'createReviewSession'])).plan('reviews-monthly')?.purchasable, 'one built operation is enough')
 })
 
@@ -133,7 +145,11 @@ t.test('POST /plans/{planId}/purchase refuses an unpurchasable plan with 409 bef
     const body = refused.json() as { code: string; planId: string; field: string; reason: string; plans: { id: string; purchasable: boolean }[]; manifest: string }
     t.match(body, { code: 'plan_unavailable', planId, field: 'path.planId', manifest: 'http://gw.test/manifest.json' })
     t.match(body.reason, /not built|none of/)
-    t.same(body.plans.map((plan) => plan.id), ['scheduler-credit-5'], 'it offers the plans that can be bought')
+    t.same(
+      body.plans.map((plan) => plan.id),
+      ['scheduler-credit-5'],
+      'it offers the plans that can be bought',
+    )
     t.ok(body.plans.every((plan) => plan.purchasable))
   }
   const anonymous = await gateway.inject({ method: 'POST', url: '/plans/reviews-credit-5/purchase' })
@@ -172,7 +188,10 @@ t.test('discovery documents mark plans that cannot be bought', async (t) => {
   t.match(reviews.howToBuy[0], /Not available yet/)
   t.notMatch(reviews.howToBuy.join(' '), /answers a priced 402/, 'no buying recipe for an unbuilt service')
   const scheduler = serviceView(context, 'scheduler') as { plans: { id: string; purchasable: boolean }[]; howToBuy: string[] }
-  t.same(scheduler.plans.map((plan) => plan.purchasable), [true])
+  t.same(
+    scheduler.plans.map((plan) => plan.purchasable),
+    [true],
+  )
   t.notMatch(scheduler.howToBuy[0], /Not available yet/)
 
   const llms = llmsTxt(context)
@@ -182,23 +201,49 @@ t.test('discovery documents mark plans that cannot be bought', async (t) => {
   t.match(authMd(context), /`reviews-credit-5` \(credit\).*NOT purchasable/)
 
   const built = manifestView({ catalog: catalogOf(everything), payTo }) as { plans: Record<string, unknown>[] }
-  t.ok(built.plans.every((plan) => plan.purchasable === true && 'purchase' in plan), 'once built, every plan has its purchase link')
+  t.ok(
+    built.plans.every((plan) => plan.purchasable === true && 'purchase' in plan),
+    'once built, every plan has its purchase link',
+  )
 
   // Served as is.
   const { gateway } = apps(t, catalog, [])
   const served = (await gateway.inject({ method: 'GET', url: '/manifest.json' })).json() as { plans: { id: string; purchasable: boolean }[] }
-  t.same(served.plans.filter((plan) => !plan.purchasable).map((plan) => plan.id).sort(), ['reviews-credit-5', 'reviews-monthly'])
-  const openapi = (await gateway.inject({ method: 'GET', url: '/openapi.json?path=/plans/x/purchase' })).json() as { paths: Record<string, Record<string, { description: string }>> }
+  t.same(
+    served.plans
+      .filter((plan) => !plan.purchasable)
+      .map((plan) => plan.id)
+      .sort(),
+    ['reviews-credit-5', 'reviews-monthly'],
+  )
+  const openapi = (await gateway.inject({ method: 'GET', url: '/openapi.json?path=/plans/x/purchase' })).json() as {
+    paths: Record<string, Record<string, { description: string }>>
+  }
   t.notMatch(openapi.paths['/plans/{planId}/purchase']?.post?.description ?? '', /reviews-/, 'the built purchase operation does not advertise plan ids')
 })
 
 t.test('the advisor recommends built operations only', async (t) => {
   const catalog = catalogOf(today)
-  const goals = ['annotate my web page', 'make a song', 'generate a song for my podcast intro', 'text to speech narration', 'human feedback on my website', 'remember facts about the user', 'run a python script every hour', 'buy a subscription plan']
+  const goals = [
+    'annotate my web page',
+    'make a song',
+    'generate a song for my podcast intro',
+    'text to speech narration',
+    'human feedback on my website',
+    'remember facts about the user',
+    'run a python script every hour',
+    'buy a subscription plan',
+  ]
   for (const goal of goals) {
     const guide = buildGuide(catalog, { goal })
-    t.ok(guide.recommendations.every((recommendation) => today.has(recommendation.operationId) && recommendation.implemented), `${goal}: nothing unbuilt is recommended`)
-    t.ok(guide.unavailable.every((entry) => !today.has(entry.operationId)), `${goal}: unavailable lists unbuilt operations only`)
+    t.ok(
+      guide.recommendations.every((recommendation) => today.has(recommendation.operationId) && recommendation.implemented),
+      `${goal}: nothing unbuilt is recommended`,
+    )
+    t.ok(
+      guide.unavailable.every((entry) => !today.has(entry.operationId)),
+      `${goal}: unavailable lists unbuilt operations only`,
+    )
     t.notMatch(JSON.stringify(guide.recommendations), /reviews-credit-5|reviews-monthly/, `${goal}: no unpurchasable plan is suggested`)
   }
 
@@ -226,7 +271,9 @@ t.test('the advisor recommends built operations only', async (t) => {
 
   // Over HTTP the guide carries `unavailable` (the response schema keeps it).
   const { gateway } = apps(t, catalog, [])
-  const served = (await gateway.inject({ method: 'GET', url: `/advisor/agent/guide?goal=${encodeURIComponent('annotate my web page')}` })).json() as { unavailable: { operationId: string }[] }
+  const served = (await gateway.inject({ method: 'GET', url: `/advisor/agent/guide?goal=${encodeURIComponent('annotate my web page')}` })).json() as {
+    unavailable: { operationId: string }[]
+  }
   t.equal(served.unavailable[0]?.operationId, 'createReviewSession')
 })
 
@@ -250,8 +297,26 @@ t.test('the advisor never suggests a plan that cannot be bought', async (t) => {
   const dead = { id: 'drafts-dead', kind: 'credit' as const, title: 'Dead', description: 'dead', priceMicros: 1_000_000n, creditMicros: 1_000_000n, covers: ['drafts'] }
   const synthetic: Registry = {
     services: [
-      { slug: 'notes', title: 'Notes', description: 'notes', server: 'gateway', access: 'plan', meter, plans: [live, dead], operations: [op('writeNote', 'notes', '/notes', 'Write a note')] },
-      { slug: 'drafts', title: 'Drafts', description: 'drafts', server: 'gateway', access: 'plan', meter, plans: [dead], operations: [op('writeDraft', 'drafts', '/drafts', 'Write a draft note')] },
+      {
+        slug: 'notes',
+        title: 'Notes',
+        description: 'notes',
+        server: 'gateway',
+        access: 'plan',
+        meter,
+        plans: [live, dead],
+        operations: [op('writeNote', 'notes', '/notes', 'Write a note')],
+      },
+      {
+        slug: 'drafts',
+        title: 'Drafts',
+        description: 'drafts',
+        server: 'gateway',
+        access: 'plan',
+        meter,
+        plans: [dead],
+        operations: [op('writeDraft', 'drafts', '/drafts', 'Write a draft note')],
+      },
     ],
   }
   const catalog = createCatalog(synthetic, { urls, implemented: new Set(['writeNote']) })
@@ -260,5 +325,8 @@ t.test('the advisor never suggests a plan that cannot be bought', async (t) => {
   t.equal(guide.recommendations[0]?.operationId, 'writeNote')
   t.match(guide.recommendations[0]?.howToPay, /notes-live/)
   t.notMatch(guide.recommendations[0]?.howToPay, /drafts-dead/, 'the unpurchasable plan is left out')
-  t.notOk(guide.recommendations.some((recommendation) => recommendation.operationId === 'writeDraft'), 'the unbuilt operation is not recommended')
+  t.notOk(
+    guide.recommendations.some((recommendation) => recommendation.operationId === 'writeDraft'),
+    'the unbuilt operation is not recommended',
+  )
 })

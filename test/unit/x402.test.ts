@@ -172,7 +172,7 @@ t.test('the real client parses our 402: v2 via the header, v1 via the body', asy
 })
 
 t.test('valid v2 proof verifies', async (t) => {
-  const { headers, payload, value } = await payHeader(quote, 2)
+  const { headers, payload } = await payHeader(quote, 2)
   t.ok('PAYMENT-SIGNATURE' in headers, 'v2 client sends PAYMENT-SIGNATURE')
   const proof = readX402Proof(new Headers(headers))!
   t.equal(proof.version, 2)
@@ -268,8 +268,8 @@ t.test('decode: malformed input', async (t) => {
     ['empty', ''],
     ['not base64', 'not base64!!'],
     ['unpadded base64', value.replace(/=+$/, '') + (value.endsWith('=') ? '' : 'A')],
-    ['base64url alphabet', b64('{"x402Version":2,"a":"??>>"}').replace(/\+/g, '-').replace(/\//g, '_') + '_-_-'],
-    ['junk inside', value.slice(0, 8) + '*' + value.slice(9)],
+    ['base64url alphabet', `${b64('{"x402Version":2,"a":"??>>"}').replace(/\+/g, '-').replace(/\//g, '_')}_-_-`],
+    ['junk inside', `${value.slice(0, 8)}*${value.slice(9)}`],
     ['base64 of non-JSON', b64('hello, world')],
     ['base64 of non-UTF-8', Buffer.from([0xff, 0xfe, 0x7b, 0x7d]).toString('base64')],
     ['JSON array', b64([1, 2])],
@@ -314,12 +314,7 @@ t.test('verify: unsupported scheme and wrong asset', async (t) => {
     pr.accepts[0]!.asset = '0x50c5725949A6F0c72E6C4a641F24049A917DB0Cb' // DAI on Base
   })
   await rejects(t, verifyHeader(otherAsset.value), 'wrong_asset', 'v2 other asset')
-  await rejects(
-    t,
-    verifyHeader(b64({ ...v2, accepted: { ...v2.accepted, extra: { name: 'USDC', version: '2' } } })),
-    'wrong_asset',
-    'v2 other EIP-712 domain',
-  )
+  await rejects(t, verifyHeader(b64({ ...v2, accepted: { ...v2.accepted, extra: { name: 'USDC', version: '2' } } })), 'wrong_asset', 'v2 other EIP-712 domain')
 })
 
 t.test('verify: wrong payee', async (t) => {
@@ -427,9 +422,9 @@ t.test('verify: signatures', async (t) => {
   const good = unb64((await payHeader(quote, 2)).value)
   const sig = Buffer.from(good.payload.signature.slice(2), 'hex')
   const n = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n
-  const s = BigInt('0x' + sig.subarray(32, 64).toString('hex'))
+  const s = BigInt(`0x${sig.subarray(32, 64).toString('hex')}`)
   const twin = Buffer.concat([sig.subarray(0, 32), Buffer.from((n - s).toString(16).padStart(64, '0'), 'hex'), Buffer.from([sig[64] === 27 ? 28 : 27])])
-  const twinHex = ('0x' + twin.toString('hex')) as Hex
+  const twinHex = `0x${twin.toString('hex')}` as Hex
   const a = good.payload.authorization
   const message = { ...a, value: BigInt(a.value), validAfter: BigInt(a.validAfter), validBefore: BigInt(a.validBefore) }
   t.equal(
@@ -440,11 +435,11 @@ t.test('verify: signatures', async (t) => {
   await rejects(t, verifyHeader(b64({ ...good, payload: { ...good.payload, signature: twinHex } })), 'invalid_signature', 'high-s twin')
 
   // Other lengths (contract wallets) and garbage v.
-  await rejects(t, verifyHeader(b64({ ...good, payload: { ...good.payload, signature: '0x' + 'ab'.repeat(64) } })), 'invalid_signature', '64-byte signature')
+  await rejects(t, verifyHeader(b64({ ...good, payload: { ...good.payload, signature: `0x${'ab'.repeat(64)}` } })), 'invalid_signature', '64-byte signature')
   const badV = Buffer.from(sig)
   badV[64] = 29
-  await rejects(t, verifyHeader(b64({ ...good, payload: { ...good.payload, signature: '0x' + badV.toString('hex') } })), 'invalid_signature', 'v = 29')
-  const zero = '0x' + '00'.repeat(64) + '1b'
+  await rejects(t, verifyHeader(b64({ ...good, payload: { ...good.payload, signature: `0x${badV.toString('hex')}` } })), 'invalid_signature', 'v = 29')
+  const zero = `0x${'00'.repeat(64)}1b`
   await rejects(t, verifyHeader(b64({ ...good, payload: { ...good.payload, signature: zero } })), 'invalid_signature', 'r = s = 0')
 })
 

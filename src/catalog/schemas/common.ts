@@ -46,13 +46,10 @@ export function SignedMicrosString(options: SchemaOptions = {}): TSchema {
  */
 export function MicrosInput(options: SchemaOptions & { minimum?: number } = {}): TSchema {
   const { minimum = 0, ...rest } = options
-  return Type.Union(
-    [
-      Type.String({ pattern: minimum >= 1 ? '^[1-9][0-9]{0,18}$' : '^(0|[1-9][0-9]{0,18})$' }),
-      Type.Integer({ minimum, maximum: MAX_SAFE_INTEGER }),
-    ],
-    { description: 'Integer micros (1 USD = 1,000,000) as a JSON integer or a digit string', ...rest },
-  )
+  return Type.Union([Type.String({ pattern: minimum >= 1 ? '^[1-9][0-9]{0,18}$' : '^(0|[1-9][0-9]{0,18})$' }), Type.Integer({ minimum, maximum: MAX_SAFE_INTEGER })], {
+    description: 'Integer micros (1 USD = 1,000,000) as a JSON integer or a digit string',
+    ...rest,
+  })
 }
 
 /** Header carrying integer micros (X-Pay-Amount-Micros). */

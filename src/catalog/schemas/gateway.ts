@@ -12,9 +12,7 @@ const Requirements = Type.Array(Type.String({ minLength: 1, maxLength: 500 }), {
 export const GuideQuery = Type.Object(
   {
     goal: Goal,
-    budgetMicros: Type.Optional(
-      Type.String({ pattern: '^(0|[1-9][0-9]{0,18})$', description: 'Budget per call in integer micros (1 USD = 1,000,000)' }),
-    ),
+    budgetMicros: Type.Optional(Type.String({ pattern: '^(0|[1-9][0-9]{0,18})$', description: 'Budget per call in integer micros (1 USD = 1,000,000)' })),
   },
   { additionalProperties: false },
 )
@@ -74,7 +72,14 @@ export const Guide = Type.Object(
 )
 
 export const PlanIdParams = Type.Object(
-  { planId: Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-z0-9][a-z0-9-]*$', description: 'Plan id, e.g. scheduler-credit-5 (see /manifest.json: only plans with purchasable: true are sold)' }) },
+  {
+    planId: Type.String({
+      minLength: 1,
+      maxLength: 64,
+      pattern: '^[a-z0-9][a-z0-9-]*$',
+      description: 'Plan id, e.g. scheduler-credit-5 (see /manifest.json: only plans with purchasable: true are sold)',
+    }),
+  },
   { additionalProperties: false },
 )
 
@@ -83,7 +88,8 @@ export const PlanPurchase = Type.Object(
     planId: Type.String(),
     agentId: Type.String(),
     status: StringEnum(['active', 'pending'] as const, {
-      description: 'active: the payment settled and the plan is usable; pending: the settlement is not confirmed yet (X-Payment-Status: pending), the plan becomes usable when it is and is cancelled if it fails',
+      description:
+        'active: the payment settled and the plan is usable; pending: the settlement is not confirmed yet (X-Payment-Status: pending), the plan becomes usable when it is and is cancelled if it fails',
     }),
     kind: Type.Optional(StringEnum(['credit', 'subscription'] as const)),
     creditMicros: Type.Optional(MicrosString({ description: 'Remaining prepaid credit (credit plans)' })),
@@ -127,7 +133,10 @@ export const ClaimVerified = Type.Object(
     agentId: Type.String(),
     claimedEmail: Type.String(),
     includedUnits: Type.Array(
-      Type.Object({ service: Type.String(), meter: Type.String(), unit: Type.String(), included: Type.Integer({ minimum: 0 }), left: Type.Integer({ minimum: 0 }) }, { additionalProperties: false }),
+      Type.Object(
+        { service: Type.String(), meter: Type.String(), unit: Type.String(), included: Type.Integer({ minimum: 0 }), left: Type.Integer({ minimum: 0 }) },
+        { additionalProperties: false },
+      ),
     ),
   },
   { additionalProperties: false },

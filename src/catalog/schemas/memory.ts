@@ -17,9 +17,7 @@ export const RememberRequest = Type.Object(
     content: Type.String({ minLength: 1, maxLength: 32768, description: 'Text to remember, 1 to 32768 characters; encrypted at rest' }),
     context: Type.Optional(Context),
     tags: Type.Optional(Tags),
-    metadata: Type.Optional(
-      Type.Object({}, { additionalProperties: true, maxProperties: 32, description: 'Free-form JSON object (at most 32 keys), encrypted at rest' }),
-    ),
+    metadata: Type.Optional(Type.Object({}, { additionalProperties: true, maxProperties: 32, description: 'Free-form JSON object (at most 32 keys), encrypted at rest' })),
   },
   { additionalProperties: false },
 )
@@ -88,10 +86,7 @@ export const RecallResult = Type.Object(
   { additionalProperties: false },
 )
 
-export const ExpandRequest = Type.Object(
-  { ids: Type.Array(MemoryId, { minItems: 1, maxItems: 50, uniqueItems: true }) },
-  { additionalProperties: false },
-)
+export const ExpandRequest = Type.Object({ ids: Type.Array(MemoryId, { minItems: 1, maxItems: 50, uniqueItems: true }) }, { additionalProperties: false })
 
 export const MemoryRecord = Type.Object(
   {

@@ -6,17 +6,14 @@ export const MAX_ZIP_BASE64_CHARS = 13981016
 
 export const ReviewRequest = Type.Object(
   {
-    url: Type.Optional(
-      Type.String({ format: 'uri', maxLength: 2048, description: 'Live page to annotate; mutually exclusive with zipData' }),
-    ),
+    url: Type.Optional(Type.String({ format: 'uri', maxLength: 2048, description: 'Live page to annotate; mutually exclusive with zipData' })),
     zipData: Type.Optional(
       Type.String({
         maxLength: MAX_ZIP_BASE64_CHARS,
         pattern: '^[A-Za-z0-9+/]*={0,2}$',
         contentEncoding: 'base64',
         contentMediaType: 'application/zip',
-        description:
-          'Base64 zip of static site files (HTML, CSS, JS), at most 10 MiB decoded; the site is hosted for the reviewer. Mutually exclusive with url',
+        description: 'Base64 zip of static site files (HTML, CSS, JS), at most 10 MiB decoded; the site is hosted for the reviewer. Mutually exclusive with url',
       }),
     ),
     entryFile: Type.String({
@@ -26,9 +23,7 @@ export const ReviewRequest = Type.Object(
       default: 'index.html',
       description: 'Entry filename inside the zip (default index.html); used only with zipData',
     }),
-    callbackUrl: Type.Optional(
-      Type.String({ format: 'uri', maxLength: 2048, description: 'Receives the full review JSON by POST when the human submits' }),
-    ),
+    callbackUrl: Type.Optional(Type.String({ format: 'uri', maxLength: 2048, description: 'Receives the full review JSON by POST when the human submits' })),
   },
   {
     additionalProperties: false,

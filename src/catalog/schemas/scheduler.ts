@@ -19,20 +19,7 @@ import {
   TASK_STATES,
   TRIGGER_TYPES,
 } from '../../scheduler/contract/index.ts'
-import {
-  IdempotencyKey,
-  MAX_SAFE_INTEGER,
-  MicrosHeader,
-  MicrosInput,
-  MicrosString,
-  Nullable,
-  SignedMicrosString,
-  StringEnum,
-  Timestamp,
-} from './common.ts'
-
-// Moved to the scheduling contract; re-exported so old import paths keep compiling until updated.
-export { LLM_PROFILES }
+import { IdempotencyKey, MAX_SAFE_INTEGER, MicrosHeader, MicrosInput, MicrosString, Nullable, SignedMicrosString, StringEnum, Timestamp } from './common.ts'
 
 // ---------------------------------------------------------------- request parts
 
@@ -67,13 +54,13 @@ export const EverySchedule = Type.Object(
     additionalProperties: false,
     title: 'Convenience schedule',
     if: { properties: { every: { const: 'weekly' } }, required: ['every'] },
+    // biome-ignore lint/suspicious/noThenProperty: the JSON Schema if/then keyword
     then: { required: ['dayOfWeek'] },
   },
 )
 
 export const Schedule = Type.Union([CronSchedule, EverySchedule], {
-  description:
-    'Either { cron, timezone } or { every, at, dayOfWeek, timezone }; the server compiles the convenience form to a 5-field cron. Omit for an on-demand task.',
+  description: 'Either { cron, timezone } or { every, at, dayOfWeek, timezone }; the server compiles the convenience form to a 5-field cron. Omit for an on-demand task.',
 })
 
 const ToolName = Type.String({
@@ -90,38 +77,28 @@ const Dependency = Type.String({
   description: 'Package name with an optional version spec: requests==2.32.3, numpy>=2, lodash@4.17.21, @scope/pkg@^1',
 })
 
-export const TaskEnv = Type.Record(
-  Type.String({ pattern: FIELD_PATTERNS.envName }),
-  Type.String({ maxLength: SCHEDULER_LIMITS.maxEnvValueChars }),
-  {
-    additionalProperties: false,
-    maxProperties: SCHEDULER_LIMITS.maxEnvKeys,
-    description: `Sandbox environment variables (at most ${SCHEDULER_LIMITS.maxEnvKeys}; names [A-Za-z_][A-Za-z0-9_]*, values up to ${SCHEDULER_LIMITS.maxEnvValueChars} characters); encrypted at rest, never echoed`,
-  },
-)
+export const TaskEnv = Type.Record(Type.String({ pattern: FIELD_PATTERNS.envName }), Type.String({ maxLength: SCHEDULER_LIMITS.maxEnvValueChars }), {
+  additionalProperties: false,
+  maxProperties: SCHEDULER_LIMITS.maxEnvKeys,
+  description: `Sandbox environment variables (at most ${SCHEDULER_LIMITS.maxEnvKeys}; names [A-Za-z_][A-Za-z0-9_]*, values up to ${SCHEDULER_LIMITS.maxEnvValueChars} characters); encrypted at rest, never echoed`,
+})
 
 export const LlmConfig = Type.Object(
   {
     profile: StringEnum(LLM_PROFILES, { description: 'Default reserve per run: quick 0.05 USD, standard 0.15 USD, bulk 0.15 USD' }),
-    max_cost_usdc_micros_per_run: Type.Optional(
-      MicrosInput({ minimum: 1, description: 'Lowers the per-run LLM reserve below the profile default (integer micros)' }),
-    ),
+    max_cost_usdc_micros_per_run: Type.Optional(MicrosInput({ minimum: 1, description: 'Lowers the per-run LLM reserve below the profile default (integer micros)' })),
   },
   { additionalProperties: false, description: 'Enables generate_text inside the task' },
 )
 
-export const ArtifactsConfig = Type.Object(
-  { enabled: Type.Boolean({ description: 'true enables store_artifact' }) },
-  { additionalProperties: false },
-)
+export const ArtifactsConfig = Type.Object({ enabled: Type.Boolean({ description: 'true enables store_artifact' }) }, { additionalProperties: false })
 
 const NotifyEmail = Type.String({ format: 'email', maxLength: FIELD_LIMITS.maxEmailChars, description: 'Receives a best-effort completion e-mail per scheduled or triggered run' })
 const MaxRuntimeSec = Type.Number({ minimum: 1, maximum: SCHEDULER_LIMITS.maxRuntimeSec, description: `Per-run wall-clock cap in seconds, 1 to ${SCHEDULER_LIMITS.maxRuntimeSec}` })
 const SiblingSpend = MicrosInput({
   description: 'Per-run ceiling on sibling and paid-capability spend, integer micros (JSON integer or digit string)',
 })
-const ToolList = (description: string) =>
-  Type.Array(ToolName, { maxItems: SCHEDULER_LIMITS.maxToolList, uniqueItems: true, description })
+const ToolList = (description: string) => Type.Array(ToolName, { maxItems: SCHEDULER_LIMITS.maxToolList, uniqueItems: true, description })
 
 export const TaskCreateRequest = Type.Object(
   {
@@ -156,8 +133,7 @@ export const TaskCreateRequest = Type.Object(
       Type.Array(Dependency, {
         maxItems: SCHEDULER_LIMITS.maxDependencies,
         uniqueItems: true,
-        description:
-          `Packages not preinstalled (at most ${SCHEDULER_LIMITS.maxDependencies}); each adds to the per-run ceiling. Preinstalled: python ${PREINSTALLED.python.join(', ')}; node ${PREINSTALLED.node.join(', ')}`,
+        description: `Packages not preinstalled (at most ${SCHEDULER_LIMITS.maxDependencies}); each adds to the per-run ceiling. Preinstalled: python ${PREINSTALLED.python.join(', ')}; node ${PREINSTALLED.node.join(', ')}`,
       }),
     ),
     env: Type.Optional(TaskEnv),
@@ -174,6 +150,7 @@ export const TaskCreateRequest = Type.Object(
       required: ['max_sibling_calls'],
       not: { required: ['tool_list'] },
     },
+    // biome-ignore lint/suspicious/noThenProperty: the JSON Schema if/then keyword
     then: { required: ['max_sibling_spend_micros'] },
   },
 )
@@ -181,7 +158,10 @@ export const TaskCreateRequest = Type.Object(
 export const TaskCreateHeaders = Type.Object({
   'idempotency-key': IdempotencyKey,
   'x-pay-amount-micros': Type.Optional(
-    MicrosHeader({ description: 'Direct rail (required there): the escrow paid with this call; must equal max_amount_usdc_micros. Not needed on the marketplace rail (Authorization: Bearer <plan access token>)' }),
+    MicrosHeader({
+      description:
+        'Direct rail (required there): the escrow paid with this call; must equal max_amount_usdc_micros. Not needed on the marketplace rail (Authorization: Bearer <plan access token>)',
+    }),
   ),
 })
 
@@ -283,16 +263,20 @@ export const Task = Type.Object(
     env_keys: Type.Optional(Type.Array(Type.String(), { description: 'Names of the env variables; values are never returned' })),
     notify_email: Nullable(Type.String()),
     end_at: Nullable(Timestamp),
-    llm: Nullable(
-      Type.Object({ profile: StringEnum(LLM_PROFILES), max_cost_usdc_micros_per_run: MicrosString() }, { additionalProperties: false }),
-    ),
+    llm: Nullable(Type.Object({ profile: StringEnum(LLM_PROFILES), max_cost_usdc_micros_per_run: MicrosString() }, { additionalProperties: false })),
     artifacts: Type.Object({ enabled: Type.Boolean() }, { additionalProperties: false }),
     webhook_enabled: Type.Boolean(),
     next_run_at: Nullable(Timestamp, { description: 'null when nothing is scheduled' }),
     cumulative_cost_micros: MicrosString({ description: 'Lifetime cost so far' }),
-    balance_micros: MicrosString({ description: 'max_amount_usdc_micros (plus top-ups) minus cumulative cost: the escrow (direct rail) or the remaining lifetime cap (marketplace rail). Direct rail: settled payments only' }),
+    balance_micros: MicrosString({
+      description:
+        'max_amount_usdc_micros (plus top-ups) minus cumulative cost: the escrow (direct rail) or the remaining lifetime cap (marketplace rail). Direct rail: settled payments only',
+    }),
     pending_payment_micros: Type.Optional(
-      MicrosString({ description: 'Direct rail: payments into the escrow (create, top-ups) still settling on-chain; they join balance_micros once settled (runs that need them wait) and are never refunded unless they settle' }),
+      MicrosString({
+        description:
+          'Direct rail: payments into the escrow (create, top-ups) still settling on-chain; they join balance_micros once settled (runs that need them wait) and are never refunded unless they settle',
+      }),
     ),
     estimated_ceiling_micros: MicrosString({ description: 'Per-run ceiling reserved before each run' }),
     recovery_hint: Type.Optional(RecoveryHint),
@@ -318,23 +302,15 @@ export const TaskCloneSpec = Type.Object(
     env: Type.Optional(Type.Record(Type.String(), Type.String(), { description: 'Keys kept, values masked as "***"; set real values before creating' })),
     notify_email: Type.Optional(Type.String()),
     end_at: Type.Optional(Type.String()),
-    llm: Type.Optional(
-      Type.Object({ profile: StringEnum(LLM_PROFILES), max_cost_usdc_micros_per_run: Type.Optional(MicrosString()) }, { additionalProperties: false }),
-    ),
+    llm: Type.Optional(Type.Object({ profile: StringEnum(LLM_PROFILES), max_cost_usdc_micros_per_run: Type.Optional(MicrosString()) }, { additionalProperties: false })),
     artifacts: Type.Optional(Type.Object({ enabled: Type.Boolean() }, { additionalProperties: false })),
   },
   { additionalProperties: false, description: 'A body for POST /api/v1/tasks' },
 )
 
-export const TaskClone = Type.Object(
-  { source_task_id: Type.String(), spec: TaskCloneSpec },
-  { additionalProperties: false },
-)
+export const TaskClone = Type.Object({ source_task_id: Type.String(), spec: TaskCloneSpec }, { additionalProperties: false })
 
-export const TaskEnvResult = Type.Object(
-  { task_id: Type.String(), env_keys: Type.Array(Type.String()), updated_at: Timestamp },
-  { additionalProperties: false },
-)
+export const TaskEnvResult = Type.Object({ task_id: Type.String(), env_keys: Type.Array(Type.String()), updated_at: Timestamp }, { additionalProperties: false })
 
 export const WebhookSecret = Type.Object(
   {
@@ -346,10 +322,7 @@ export const WebhookSecret = Type.Object(
   { additionalProperties: false },
 )
 
-export const WebhookDisabled = Type.Object(
-  { task_id: Type.String(), webhook_enabled: Type.Literal(false) },
-  { additionalProperties: false },
-)
+export const WebhookDisabled = Type.Object({ task_id: Type.String(), webhook_enabled: Type.Literal(false) }, { additionalProperties: false })
 
 export const RunSlim = Type.Object(
   {
@@ -461,16 +434,24 @@ export const TaskLedger = Type.Object(
       Type.Object(
         {
           id: Type.String(),
-          kind: StringEnum(LEDGER_KINDS, { description: 'direct: charge, refund, run_cost, dust_forfeit, reversal (a charge whose payment did not settle); marketplace (all audit only): charge (the lifetime cap and its raises), run_cost (a run against the cap), usage (the run\'s cost as reported on the marketplace meter)' }),
+          kind: StringEnum(LEDGER_KINDS, {
+            description:
+              "direct: charge, refund, run_cost, dust_forfeit, reversal (a charge whose payment did not settle); marketplace (all audit only): charge (the lifetime cap and its raises), run_cost (a run against the cap), usage (the run's cost as reported on the marketplace meter)",
+          }),
           amount_micros: SignedMicrosString({ description: 'Positive into escrow, negative out of it' }),
-          tx_hash: Nullable(Type.String(), { description: 'On-chain transaction hash (direct rail): the settlement of a charge, the transfer of a refund once confirmed (until then see `refund`)' }),
+          tx_hash: Nullable(Type.String(), {
+            description: 'On-chain transaction hash (direct rail): the settlement of a charge, the transfer of a refund once confirmed (until then see `refund`)',
+          }),
           run_id: Nullable(Type.String()),
           created_at: Timestamp,
         },
         { additionalProperties: false },
       ),
     ),
-    sum_micros: SignedMicrosString({ description: 'Direct rail: max_amount minus cumulative cost; 0 on a terminal task. Marketplace rail: the remaining lifetime cap (usage rows excluded, nothing is ever refunded)' }),
+    sum_micros: SignedMicrosString({
+      description:
+        'Direct rail: max_amount minus cumulative cost; 0 on a terminal task. Marketplace rail: the remaining lifetime cap (usage rows excluded, nothing is ever refunded)',
+    }),
     authoritative: Type.Boolean({ description: 'false on the marketplace rail, where marketplace usage is authoritative' }),
     refund: Type.Optional(RefundOutlook),
   },
@@ -556,16 +537,8 @@ export const SchedulerIndex = Type.Object(
     service: Type.Literal('scheduler'),
     version: Type.String(),
     runtimes: Type.Array(Type.String()),
-    links: Type.Object(
-      { openapi: Type.String(), llms: Type.String(), rates: Type.String(), siblings: Type.String() },
-      { additionalProperties: false },
-    ),
-    operations: Type.Array(
-      Type.Object(
-        { method: Type.String(), path: Type.String(), summary: Type.String(), proof: Type.String() },
-        { additionalProperties: false },
-      ),
-    ),
+    links: Type.Object({ openapi: Type.String(), llms: Type.String(), rates: Type.String(), siblings: Type.String() }, { additionalProperties: false }),
+    operations: Type.Array(Type.Object({ method: Type.String(), path: Type.String(), summary: Type.String(), proof: Type.String() }, { additionalProperties: false })),
   },
   { additionalProperties: false },
 )
@@ -585,10 +558,7 @@ export const Rates = Type.Object(
     sandbox_per_second_micros: MicrosString(),
     sibling_call_fee_micros: MicrosString({ description: 'Per-call sibling fee used in the ceiling (the most expensive first-party sibling)' }),
     siblings: Type.Record(Type.String(), Type.Object({ fee_micros: MicrosString() }, { additionalProperties: false })),
-    dependency_install: Type.Object(
-      { budget_sec_per_package: Type.Number({ minimum: 0 }), per_second_micros: MicrosString() },
-      { additionalProperties: false },
-    ),
+    dependency_install: Type.Object({ budget_sec_per_package: Type.Number({ minimum: 0 }), per_second_micros: MicrosString() }, { additionalProperties: false }),
     overhead_micros: MicrosString(),
     min_refund_micros: MicrosString({ description: 'Remainders below this are forfeited as dust instead of refunded' }),
     hard_caps: Type.Object(

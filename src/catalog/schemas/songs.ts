@@ -2,8 +2,7 @@
 import { Type } from '@sinclair/typebox'
 import { MAX_SAFE_INTEGER, StringEnum, UsdcAmount } from './common.ts'
 
-const Seed = (description?: string) =>
-  Type.Integer({ minimum: -MAX_SAFE_INTEGER, maximum: MAX_SAFE_INTEGER, ...(description ? { description } : {}) })
+const Seed = (description?: string) => Type.Integer({ minimum: -MAX_SAFE_INTEGER, maximum: MAX_SAFE_INTEGER, ...(description ? { description } : {}) })
 const Unit = (description?: string) => Type.Number({ minimum: 0, maximum: 1, ...(description ? { description } : {}) })
 
 export const SongSection = Type.Object(
@@ -73,20 +72,12 @@ export const SongRequest = Type.Object(
     instrumental: Type.Optional(Type.Boolean({ description: 'true excludes vocals, speech, vocal chops and choir' })),
     negativePrompt: Type.Optional(Type.String({ minLength: 1, maxLength: 1000, description: 'Appended as exclusions' })),
     tailReserveSec: Type.Optional(Type.Integer({ minimum: 0, maximum: 15, description: 'Reserves the final seconds for non-essential decay' })),
-    sections: Type.Optional(
-      Type.Array(SongSection, { maxItems: 20, description: 'Ordered, non-overlapping arrangement sections (at most 20)' }),
-    ),
+    sections: Type.Optional(Type.Array(SongSection, { maxItems: 20, description: 'Ordered, non-overlapping arrangement sections (at most 20)' })),
     mastering: Type.Optional(Mastering),
     selectionTarget: Type.Optional(SelectionTarget),
-    referenceImageUrls: Type.Optional(
-      Type.Array(Type.String({ format: 'uri', maxLength: 2048 }), { maxItems: 10, description: 'Up to 10 public image URLs' }),
-    ),
-    instrumentalLeadMapping: Type.Optional(
-      Type.Array(InstrumentalLead, { minItems: 1, maxItems: 8, description: 'Maps vocal functions onto instruments (1 to 8 items)' }),
-    ),
-    instrumentalLeadContinuity: Type.Optional(
-      StringEnum(['sectional', 'persistent'] as const, { description: 'persistent reasserts the mapped lead after every transition' }),
-    ),
+    referenceImageUrls: Type.Optional(Type.Array(Type.String({ format: 'uri', maxLength: 2048 }), { maxItems: 10, description: 'Up to 10 public image URLs' })),
+    instrumentalLeadMapping: Type.Optional(Type.Array(InstrumentalLead, { minItems: 1, maxItems: 8, description: 'Maps vocal functions onto instruments (1 to 8 items)' })),
+    instrumentalLeadContinuity: Type.Optional(StringEnum(['sectional', 'persistent'] as const, { description: 'persistent reasserts the mapped lead after every transition' })),
   },
   { additionalProperties: false },
 )
@@ -118,27 +109,14 @@ export const SongAnalysis = Type.Object(
     brightness: Type.Array(Unit()),
     energy: Type.Array(Unit()),
     sections: Type.Array(
-      Type.Object(
-        { kind: Type.String(), startSec: Type.Number({ minimum: 0 }), endSec: Type.Number({ exclusiveMinimum: 0 }) },
-        { additionalProperties: false },
-      ),
+      Type.Object({ kind: Type.String(), startSec: Type.Number({ minimum: 0 }), endSec: Type.Number({ exclusiveMinimum: 0 }) }, { additionalProperties: false }),
     ),
     cues: Type.Object({ mixInSec: Type.Number({ minimum: 0 }), mixOutSec: Type.Number({ minimum: 0 }) }, { additionalProperties: false }),
     key: Type.Optional(
-      Type.Object(
-        { tonic: Type.String(), mode: StringEnum(['major', 'minor'] as const), camelot: Type.String(), confidence: Unit() },
-        { additionalProperties: false },
-      ),
+      Type.Object({ tonic: Type.String(), mode: StringEnum(['major', 'minor'] as const), camelot: Type.String(), confidence: Unit() }, { additionalProperties: false }),
     ),
-    stereo: Type.Optional(
-      Type.Object(
-        { correlation: Type.Number({ minimum: -1, maximum: 1 }), sideToMidRatio: Type.Number({ minimum: 0 }) },
-        { additionalProperties: false },
-      ),
-    ),
-    loudness: Type.Optional(
-      Type.Object({ integratedLufs: Type.Number(), rangeLu: Type.Number(), truePeakDb: Type.Number() }, { additionalProperties: false }),
-    ),
+    stereo: Type.Optional(Type.Object({ correlation: Type.Number({ minimum: -1, maximum: 1 }), sideToMidRatio: Type.Number({ minimum: 0 }) }, { additionalProperties: false })),
+    loudness: Type.Optional(Type.Object({ integratedLufs: Type.Number(), rangeLu: Type.Number(), truePeakDb: Type.Number() }, { additionalProperties: false })),
   },
   { additionalProperties: false },
 )
@@ -165,9 +143,7 @@ export const SongResult = Type.Object(
     model: Type.String(),
     price_usdc: UsdcAmount,
     candidates: Type.Optional(Type.Array(SongCandidate)),
-    diagnostics: Type.Optional(
-      Type.Object({ final: SongAnalysis, beforeMastering: Type.Optional(SongAnalysis) }, { additionalProperties: false }),
-    ),
+    diagnostics: Type.Optional(Type.Object({ final: SongAnalysis, beforeMastering: Type.Optional(SongAnalysis) }, { additionalProperties: false })),
     selectionNotes: Type.Optional(Type.Array(Type.String())),
     selectionMethod: Type.Optional(Type.Literal('local-dsp')),
     selectedCandidate: Type.Optional(Type.Integer({ minimum: 0, description: 'Zero-based index of the selected candidate' })),

@@ -113,8 +113,7 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
       logger: log,
     })
     const publicClient = createPublicClient({ transport: http(rpcUrl, { timeout: 5_000, retryCount: 0 }), pollingInterval: 20 })
-    const rpc = <T>(method: string, params: unknown[]): Promise<T> =>
-      publicClient.request({ method: method as 'eth_chainId', params: params as never }) as Promise<T>
+    const rpc = <T>(method: string, params: unknown[]): Promise<T> => publicClient.request({ method: method as 'eth_chainId', params: params as never }) as Promise<T>
 
     // TestUSDC at the canonical address: absent on a fresh chain, kept by a state load.
     const code = await rpc<Hex>('eth_getCode', [BASE_USDC, 'latest'])

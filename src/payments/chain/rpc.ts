@@ -181,22 +181,14 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
     if (receipt.status !== 'success') return { status: 'failed', reason: 'transaction reverted', txHash: hash }
     const transfers = parseEventLogs({ abi: usdcAbi, eventName: 'Transfer', logs: receipt.logs, strict: true })
     const matched = transfers.some(
-      (l) =>
-        isAddressEqual(l.address, usdc) &&
-        isAddressEqual(l.args.from, expected.from) &&
-        isAddressEqual(l.args.to, expected.to) &&
-        l.args.value === expected.value,
+      (l) => isAddressEqual(l.address, usdc) && isAddressEqual(l.args.from, expected.from) && isAddressEqual(l.args.to, expected.to) && l.args.value === expected.value,
     )
     if (!matched) return { status: 'failed', reason: 'no matching USDC Transfer log in the receipt', txHash: hash }
     return { status: 'confirmed', txHash: hash, blockNumber: receipt.blockNumber }
   }
 
   /** Waits for the receipt of a broadcast tx and checks the expected USDC Transfer log. */
-  async function awaitOutcome(
-    hash: Hex,
-    expected: { from: Address; to: Address; value: bigint },
-    timeoutMs: number,
-  ): Promise<SettlementResult> {
+  async function awaitOutcome(hash: Hex, expected: { from: Address; to: Address; value: bigint }, timeoutMs: number): Promise<SettlementResult> {
     let receipt: TransactionReceipt
     try {
       receipt = await publicClient.waitForTransactionReceipt({ hash, timeout: timeoutMs, pollingInterval })
@@ -288,7 +280,14 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
       const WINDOW = 2_000n
       for (let to = head, searched = 0n; to >= 0n && searched < AUTHORIZATION_LOOKBACK_BLOCKS; to -= WINDOW, searched += WINDOW) {
         const fromBlock = to >= WINDOW - 1n ? to - (WINDOW - 1n) : 0n
-        const logs = await publicClient.getContractEvents({ address: usdc, abi: usdcAbi, eventName: 'AuthorizationUsed', args: { authorizer: from, nonce }, fromBlock, toBlock: to })
+        const logs = await publicClient.getContractEvents({
+          address: usdc,
+          abi: usdcAbi,
+          eventName: 'AuthorizationUsed',
+          args: { authorizer: from, nonce },
+          fromBlock,
+          toBlock: to,
+        })
         const found = logs.at(-1)
         if (found?.transactionHash) return found.transactionHash
         if (fromBlock === 0n) break
@@ -357,15 +356,13 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
       const { r, s, v, yParity } = parseSignature(signature)
       const args = [...head, Number(v ?? BigInt(yParity + 27)), r, s] as const
       return {
-        simulate: () =>
-          publicClient.simulateContract({ account, address: usdc, abi: usdcAbi, functionName: 'transferWithAuthorization', args }),
+        simulate: () => publicClient.simulateContract({ account, address: usdc, abi: usdcAbi, functionName: 'transferWithAuthorization', args }),
         data: encodeFunctionData({ abi: usdcAbi, functionName: 'transferWithAuthorization', args }),
       }
     }
     const args = [...head, signature] as const
     return {
-      simulate: () =>
-        publicClient.simulateContract({ account, address: usdc, abi: usdcAbi, functionName: 'transferWithAuthorization', args }),
+      simulate: () => publicClient.simulateContract({ account, address: usdc, abi: usdcAbi, functionName: 'transferWithAuthorization', args }),
       data: encodeFunctionData({ abi: usdcAbi, functionName: 'transferWithAuthorization', args }),
     }
   }

@@ -15,15 +15,7 @@ import { Methods } from 'mppx/tempo'
 import { BaseError, HttpRequestError, TimeoutError, formatUnits, getAddress, keccak256, type Client, type Hex } from 'viem'
 import { Transaction } from 'viem/tempo'
 import type { KeyValue } from '../../platform/kv/index.ts'
-import {
-  PaymentRejected,
-  type Address,
-  type ChallengeParts,
-  type PriceQuote,
-  type RejectReason,
-  type SettlementOutcome,
-  type VerifiedPayment,
-} from '../types.ts'
+import { PaymentRejected, type Address, type ChallengeParts, type PriceQuote, type RejectReason, type SettlementOutcome, type VerifiedPayment } from '../types.ts'
 import { TEMPO_CHAIN_ID, type TempoClientFactory } from './tempo-rpc.ts'
 import type { PendingReconciler } from '../guard.ts'
 
@@ -81,10 +73,7 @@ type ChargeRequest = {
   methodDetails?: { chainId?: unknown } | undefined
 }
 
-type PaymentPayload =
-  | { type: 'transaction'; signature: Hex }
-  | { type: 'hash'; hash: Hex }
-  | { type: 'proof'; signature: Hex }
+type PaymentPayload = { type: 'transaction'; signature: Hex } | { type: 'hash'; hash: Hex } | { type: 'proof'; signature: Hex }
 
 export function createMpp(options: MppOptions): Mpp {
   const realm = options.realm
@@ -323,10 +312,7 @@ function isUncertain(err: unknown): boolean {
 
 function isRevert(err: unknown): boolean {
   if (!(err instanceof BaseError)) return false
-  return (
-    err.walk((e) => (e as { name?: string }).name === 'ExecutionRevertedError' || /revert/i.test((e as Error).message)) !==
-    null
-  )
+  return err.walk((e) => (e as { name?: string }).name === 'ExecutionRevertedError' || /revert/i.test((e as Error).message)) !== null
 }
 
 /** mppx / viem errors from validateCredential → PaymentRejected (infrastructure errors pass through). */
@@ -386,10 +372,7 @@ function kvStore(kv: MppKeyValue): Store.AtomicStore {
 }
 
 /** Wraps the RPC port so settle() can see whether its raw transaction reached the node. */
-function trackBroadcasts(
-  factory: TempoClientFactory,
-  watched: Map<string, { sent: boolean; refused: boolean }>,
-): TempoClientFactory {
+function trackBroadcasts(factory: TempoClientFactory, watched: Map<string, { sent: boolean; refused: boolean }>): TempoClientFactory {
   return async (parameters) => {
     const client = await factory(parameters)
     const request = client.request.bind(client)

@@ -36,9 +36,7 @@ export interface X402Proof {
 }
 
 /** Fetch `Headers`, Node `IncomingHttpHeaders` / fastify headers, or a plain record. */
-export type HeaderSource =
-  | { get(name: string): string | null }
-  | Record<string, string | string[] | undefined>
+export type HeaderSource = { get(name: string): string | null } | Record<string, string | string[] | undefined>
 
 const ADDRESS_RE = /^0x[0-9a-fA-F]{40}$/
 const BYTES32_RE = /^0x[0-9a-fA-F]{64}$/

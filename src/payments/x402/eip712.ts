@@ -23,13 +23,9 @@ export const TRANSFER_WITH_AUTHORIZATION_TYPES = { TransferWithAuthorization: TR
 
 export type { TransferAuthorization }
 
-const TYPE_HASH_HEX = keccak256(
-  stringToBytes(
-    'TransferWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)',
-  ),
-).slice(2)
+const TYPE_HASH_HEX = keccak256(stringToBytes('TransferWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)')).slice(2)
 // 0x1901 ‖ domainSeparator ‖ (structHash goes in the last 32 bytes)
-const DIGEST_PREFIX = Buffer.from('1901' + domainSeparator({ domain: USDC_DOMAIN }).slice(2), 'hex')
+const DIGEST_PREFIX = Buffer.from(`1901${domainSeparator({ domain: USDC_DOMAIN }).slice(2)}`, 'hex')
 const ADDRESS_PAD = '000000000000000000000000'
 const UINT256_MAX = (1n << 256n) - 1n
 
@@ -44,14 +40,7 @@ function word(n: bigint): string {
  * (`0x` + 40 / 64 hex digits, uint256 range), as `readX402Proof` guarantees.
  */
 export function transferWithAuthorizationDigest(a: TransferAuthorization): Uint8Array {
-  const struct =
-    TYPE_HASH_HEX +
-    ADDRESS_PAD + a.from.slice(2) +
-    ADDRESS_PAD + a.to.slice(2) +
-    word(a.value) +
-    word(a.validAfter) +
-    word(a.validBefore) +
-    a.nonce.slice(2)
+  const struct = TYPE_HASH_HEX + ADDRESS_PAD + a.from.slice(2) + ADDRESS_PAD + a.to.slice(2) + word(a.value) + word(a.validAfter) + word(a.validBefore) + a.nonce.slice(2)
   if (struct.length !== 448) throw new RangeError('authorization fields are not 20/32-byte hex')
   const buf = Buffer.allocUnsafe(66)
   DIGEST_PREFIX.copy(buf, 0)

@@ -64,17 +64,13 @@ const HALF_N = Buffer.from('7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe9
  * for anything that is not a valid low-s EOA signature (v ∈ {27, 28, 0, 1}). Contract-wallet
  * signatures (ERC-1271 / ERC-6492, any other length) need the chain and are not handled here.
  */
-export function recoverSigner(
-  digest: Uint8Array,
-  signature: Uint8Array,
-  recover: RecoverPublicKey = activeRecover,
-): string | null {
+export function recoverSigner(digest: Uint8Array, signature: Uint8Array, recover: RecoverPublicKey = activeRecover): string | null {
   if (digest.length !== 32 || signature.length !== 65) return null
   const v = signature[64]!
   const recoveryId = v === 27 || v === 0 ? 0 : v === 28 || v === 1 ? 1 : -1
   if (recoveryId < 0) return null
   if (Buffer.compare(signature.subarray(32, 64), HALF_N) > 0) return null
   const pub = recover(digest, signature.subarray(0, 64), recoveryId as 0 | 1)
-  if (!pub || pub.length !== 65) return null
-  return '0x' + Buffer.from(keccak256(pub.subarray(1), 'bytes').subarray(12)).toString('hex')
+  if (pub?.length !== 65) return null
+  return `0x${Buffer.from(keccak256(pub.subarray(1), 'bytes').subarray(12)).toString('hex')}`
 }

@@ -68,7 +68,7 @@ function checkAccepted(proof: X402Proof, quote: PriceQuote, maxTimeoutSeconds: n
     reject('wrong_route', `proof was made for ${proof.resource.url}, not ${quote.resourceUrl}`)
   }
   if (!sameAddress(acc.asset, req.asset)) reject('wrong_asset', `accepted.asset ${acc.asset} is not USDC on Base`)
-  if (!extraContains(req.extra, acc.extra)) reject('wrong_asset', 'accepted.extra does not name USDC\'s EIP-712 domain')
+  if (!extraContains(req.extra, acc.extra)) reject('wrong_asset', "accepted.extra does not name USDC's EIP-712 domain")
   if (!sameAddress(acc.payTo, req.payTo)) reject('wrong_payee', `accepted.payTo ${acc.payTo} is not ${req.payTo}`)
   if (acc.amount !== req.amount) reject('wrong_amount', `accepted.amount ${acc.amount} is not the price ${req.amount}`)
   if (acc.maxTimeoutSeconds !== req.maxTimeoutSeconds) {

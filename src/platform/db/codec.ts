@@ -71,8 +71,7 @@ export function parseBytea(text: string): Buffer {
 }
 
 // ISO DateStyle output: `2024-01-02 03:04:05.123456+05:30[:15][ BC]`; the year may have 5+ digits.
-const TIMESTAMP_RE =
-  /^(\d{4,})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:([+-])(\d{2})(?::(\d{2}))?(?::(\d{2}))?)?( BC)?$/
+const TIMESTAMP_RE = /^(\d{4,})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:([+-])(\d{2})(?::(\d{2}))?(?::(\d{2}))?)?( BC)?$/
 
 /**
  * timestamptz / timestamp text → Date (millisecond precision, microseconds truncated).
@@ -217,7 +216,7 @@ export function toJson(value: unknown): string {
 }
 
 function encodeBytes(bytes: Uint8Array): string {
-  return '\\x' + Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('hex')
+  return `\\x${Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('hex')}`
 }
 
 function encodeArray(values: readonly unknown[]): string {
@@ -225,9 +224,9 @@ function encodeArray(values: readonly unknown[]): string {
     if (v === null || v === undefined) return 'NULL'
     if (Array.isArray(v)) return encodeArray(v)
     const text = encodeParam(v) as string
-    return '"' + text.replaceAll('\\', '\\\\').replaceAll('"', '\\"') + '"'
+    return `"${text.replaceAll('\\', '\\\\').replaceAll('"', '\\"')}"`
   })
-  return '{' + parts.join(',') + '}'
+  return `{${parts.join(',')}}`
 }
 
 /**

@@ -59,21 +59,21 @@ export function toDbError(err: unknown): unknown {
   if (err instanceof DbError) return err
   if (typeof err !== 'object' || err === null) return err
   const e = err as Record<string, unknown>
-  const code = e['code']
+  const code = e.code
   // Server errors carry a SQLSTATE and a severity; socket errors (ECONNREFUSED, ...) don't.
-  if (typeof code !== 'string' || !SQLSTATE_RE.test(code) || typeof e['severity'] !== 'string') return err
-  const message = err instanceof Error ? err.message : String(e['message'])
+  if (typeof code !== 'string' || !SQLSTATE_RE.test(code) || typeof e.severity !== 'string') return err
+  const message = err instanceof Error ? err.message : String(e.message)
   return new DbError(
     message,
     code,
     {
-      severity: str(e['severity']),
-      detail: str(e['detail']),
-      hint: str(e['hint']),
-      schema: str(e['schema']),
-      table: str(e['table']),
-      column: str(e['column']),
-      constraint: str(e['constraint']),
+      severity: str(e.severity),
+      detail: str(e.detail),
+      hint: str(e.hint),
+      schema: str(e.schema),
+      table: str(e.table),
+      column: str(e.column),
+      constraint: str(e.constraint),
     },
     { cause: err },
   )

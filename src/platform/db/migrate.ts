@@ -39,9 +39,7 @@ export async function listMigrations(dir: string): Promise<MigrationFile[]> {
     if (other !== undefined) throw new Error(`Two migrations share number ${n}: ${other} and ${name}`)
     byNumber.set(n, name)
   }
-  return [...byNumber.entries()]
-    .sort(([a], [b]) => a - b)
-    .map(([, name]) => ({ id: name.slice(0, -'.sql'.length), file: path.join(dir, name) }))
+  return [...byNumber.entries()].sort(([a], [b]) => a - b).map(([, name]) => ({ id: name.slice(0, -'.sql'.length), file: path.join(dir, name) }))
 }
 
 async function lock(tx: Queryable): Promise<void> {
@@ -58,13 +56,9 @@ export async function migrate(db: Db, dir: string = migrationsDir): Promise<stri
   const files = await listMigrations(dir)
   await db.transaction(async (tx) => {
     await lock(tx)
-    await tx.exec(
-      'create table if not exists schema_migrations (id text primary key, applied_at timestamptz not null default now())',
-    )
+    await tx.exec('create table if not exists schema_migrations (id text primary key, applied_at timestamptz not null default now())')
   })
-  const done = new Set(
-    (await db.query<{ id: string }>('select id from schema_migrations')).map((row) => row.id),
-  )
+  const done = new Set((await db.query<{ id: string }>('select id from schema_migrations')).map((row) => row.id))
   const applied: string[] = []
   for (const migration of files) {
     if (done.has(migration.id)) continue

@@ -53,11 +53,7 @@ function installCodec(pg: PGlite): void {
   }
 }
 
-async function runQuery<T extends Row>(
-  target: PGlite | Transaction,
-  sql: string,
-  params: readonly unknown[] | undefined,
-): Promise<T[]> {
+async function runQuery<T extends Row>(target: PGlite | Transaction, sql: string, params: readonly unknown[] | undefined): Promise<T[]> {
   const values = encodeParams(params)
   try {
     const result = await target.query<T>(sql, values)

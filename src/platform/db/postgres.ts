@@ -18,11 +18,7 @@ function rethrow(err: unknown): never {
   throw toDbError(err)
 }
 
-async function runQuery<T extends Row>(
-  client: Client,
-  sql: string,
-  params: readonly unknown[] | undefined,
-): Promise<pg.QueryResult<T>> {
+async function runQuery<T extends Row>(client: Client, sql: string, params: readonly unknown[] | undefined): Promise<pg.QueryResult<T>> {
   // queryMode 'extended' even without params: one statement per query, like PGlite.
   const config = { text: sql, values: encodeParams(params), queryMode: 'extended' } as pg.QueryConfig
   try {

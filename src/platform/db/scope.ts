@@ -25,7 +25,7 @@ export function runInTxScope<T>(owner: object, fn: () => Promise<T>): Promise<T>
 
 export function assertOutsideTx(owner: object, what: 'query' | 'exec' | 'transaction'): void {
   const scope = storage.getStore()
-  if (scope !== undefined && scope.open && scope.owner === owner) {
+  if (scope?.open && scope.owner === owner) {
     throw new Error(
       what === 'transaction'
         ? 'Nested db.transaction() calls are not supported; use the tx you were given'

@@ -170,8 +170,7 @@ async function openRedis(url: string): Promise<KeyValue> {
     socket: {
       connectTimeout: CONNECT_TIMEOUT_MS,
       // Fail fast on start-up (so a wrong URL is reported), back off and retry forever afterwards.
-      reconnectStrategy: (retries: number, cause: Error) =>
-        connected ? Math.min(100 * 2 ** retries, 3_000) : cause,
+      reconnectStrategy: (retries: number, cause: Error) => (connected ? Math.min(100 * 2 ** retries, 3_000) : cause),
     },
   }) as RedisClientType
   // Without a listener a connection error would be thrown as an uncaught 'error' event.

@@ -91,6 +91,7 @@ export {
   type ConflictReason,
   type ExecutionRequest,
   type ExecutionResult,
+  noAttemptResult,
   type FieldSelector,
   type ListOptions,
   type ListResult,

@@ -193,6 +193,24 @@ export interface ExecutionResult {
   notStarted?: boolean
 }
 
+/** The result of an attempt that produced nothing (never started, lost, cancelled first): empty output, zero durations. */
+export function noAttemptResult(outcome: ExecutionOutcome, times: { startedAt: Date; finishedAt: Date }, runtimeVersion: string, error?: string): ExecutionResult {
+  return {
+    outcome,
+    exitCode: null,
+    stdout: '',
+    stderr: '',
+    stdoutBytes: 0,
+    stderrBytes: 0,
+    startedAt: times.startedAt,
+    finishedAt: times.finishedAt,
+    durationMs: 0,
+    installDurationMs: 0,
+    runtimeVersion,
+    ...(error !== undefined ? { error } : {}),
+  }
+}
+
 export interface RunExecutor {
   readonly kind: 'local' | 'kubernetes'
   execute(request: ExecutionRequest): Promise<ExecutionResult>
@@ -220,11 +238,13 @@ export interface RunLedger {
    * run's instant has not come yet; a run that would be skipped only because another run of the
    * task is in flight is deferred instead (that run may finish before the slot).
    */
-  dispatchRun(input: { runId: string; taskId: string; trigger: TriggerType; ahead?: boolean; signal: AbortSignal }): Promise<
-    | { kind: 'claimed'; run: SettledRun & { status: string }; request?: PreparedRequest }
-    | { kind: 'skipped'; reason: string; message: string }
-    | { kind: 'deferred' }
-  >
+  dispatchRun(input: {
+    runId: string
+    taskId: string
+    trigger: TriggerType
+    ahead?: boolean
+    signal: AbortSignal
+  }): Promise<{ kind: 'claimed'; run: SettledRun & { status: string }; request?: PreparedRequest } | { kind: 'skipped'; reason: string; message: string } | { kind: 'deferred' }>
   /** Marks runs started (claimed → running; the `adopt` ones also running → running); returns those this call started. */
   startRuns(runIds: readonly string[], adopt?: readonly string[]): Promise<Set<string>>
   finishRun(runId: string, result: ExecutionResult): Promise<{ run: SettledRun }>

@@ -75,7 +75,9 @@ export const TaskResourceSpecSchema = Type.Object(
       Type.Object(
         {
           cron: Type.String({ minLength: 1, maxLength: FIELD_LIMITS.maxCronChars, description: '5-field cron (or @daily-style macro), compiled by the scheduler API' }),
-          timezone: Type.Optional(Type.String({ minLength: 1, maxLength: FIELD_LIMITS.maxTimezoneChars, pattern: FIELD_PATTERNS.timezone, description: 'IANA zone; UTC when absent' })),
+          timezone: Type.Optional(
+            Type.String({ minLength: 1, maxLength: FIELD_LIMITS.maxTimezoneChars, pattern: FIELD_PATTERNS.timezone, description: 'IANA zone; UTC when absent' }),
+          ),
         },
         { description: 'Absent = on-demand only' },
       ),
@@ -154,10 +156,7 @@ export type TaskResourceStatus = Static<typeof TaskResourceStatusSchema>
 
 export const RunResourceSpecSchema = Type.Object(
   {
-    taskRef: Type.Object(
-      { name: ObjectName, uid: Type.Optional(Uid), generation: Type.Optional(Type.Integer({ format: 'int64', minimum: 0 })) },
-      immutable('taskRef'),
-    ),
+    taskRef: Type.Object({ name: ObjectName, uid: Type.Optional(Uid), generation: Type.Optional(Type.Integer({ format: 'int64', minimum: 0 })) }, immutable('taskRef')),
     trigger: Type.Object({ type: Enum(TRIGGER_TYPES), scheduledTime: DateTime('The slot (or request instant) this run is for') }, immutable('trigger')),
     notBefore: Type.Optional(DateTime('Not started before this instant (continuations with a delay)')),
     /** Tekton-style cancellation: the executor stops the attempt and the cost is settled. */

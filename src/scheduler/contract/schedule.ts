@@ -45,9 +45,7 @@ import { FIELD_LIMITS, FIELD_PATTERNS } from './limits.ts'
 
 const CRON_DOW: Record<DayOfWeekName, number> = { sun: 0, mon: 1, tue: 2, wed: 3, thu: 4, fri: 5, sat: 6 }
 
-export type ScheduleInput =
-  | { cron: string; timezone?: string }
-  | { every: Every; at?: string; dayOfWeek?: DayOfWeekName; timezone?: string }
+export type ScheduleInput = { cron: string; timezone?: string } | { every: Every; at?: string; dayOfWeek?: DayOfWeekName; timezone?: string }
 
 /** The stored schedule (matches the ScheduleView response schema). */
 export interface CompiledSchedule {
@@ -272,12 +270,7 @@ export function slotsBetween(schedule: CompiledSchedule, from: Date, to: Date, l
  * (`capped` true): the latest slot is then unknown and the caller should treat the window as
  * "too many missed" and resume from `to`.
  */
-export function latestSlotBetween(
-  schedule: CompiledSchedule,
-  from: Date,
-  to: Date,
-  maxScan = MAX_SLOTS_PER_CALL,
-): { latest: Date | undefined; count: number; capped: boolean } {
+export function latestSlotBetween(schedule: CompiledSchedule, from: Date, to: Date, maxScan = MAX_SLOTS_PER_CALL): { latest: Date | undefined; count: number; capped: boolean } {
   checkCount(maxScan, 'maxScan')
   if (to.getTime() <= from.getTime()) return { latest: undefined, count: 0, capped: false }
   const iterator = parseCron(schedule.cron, schedule.timezone, from)

@@ -30,8 +30,6 @@
 import type { Micros } from '../../platform/money.ts'
 import { SCHEDULER_LIMITS, type LlmProfileName, type SiblingName } from '../contract/index.ts'
 
-export type { LlmProfileName, SiblingName }
-
 export interface SiblingRate {
   readonly fee_micros: Micros
   readonly description: string
@@ -161,8 +159,7 @@ export function estimateCeiling(task: CeilingInput, rates: SchedulerRates = DEFA
   if (!Number.isSafeInteger(task.max_sibling_calls) || task.max_sibling_calls < 0) throw new RangeError('max_sibling_calls must be a non-negative integer')
   const runtime_micros = BigInt(Math.ceil(task.max_runtime_sec)) * rates.sandbox_per_second_micros
   const siblings_micros = BigInt(task.max_sibling_calls) * rates.sibling_call_fee_micros
-  const dependencies_micros =
-    BigInt(task.dependencies.length) * BigInt(Math.ceil(rates.dependency_install.budget_sec_per_package)) * rates.dependency_install.per_second_micros
+  const dependencies_micros = BigInt(task.dependencies.length) * BigInt(Math.ceil(rates.dependency_install.budget_sec_per_package)) * rates.dependency_install.per_second_micros
   const llm_micros = llmReserveMicros(task.llm, rates)
   const overhead_micros = rates.overhead_micros
   return {

@@ -39,9 +39,7 @@ import { AppError } from '../../platform/errors.ts'
 import { formatUsd, type Micros } from '../../platform/money.ts'
 import type { ExecutionOutcome, Rail, TaskState, TriggerType } from '../contract/index.ts'
 
-export type { Rail, TaskState }
-/** @deprecated the old name of TaskState (the resource's status is TaskResourceStatus); kept until imports are updated. */
-export type TaskStatus = TaskState
+export type { TaskState }
 /** What started a run. */
 export type RunTrigger = TriggerType
 /** How a run's execution ended, as the state machine sees it. */

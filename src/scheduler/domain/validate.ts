@@ -52,11 +52,9 @@ import {
   type Runtime,
   type TaskState,
 } from '../contract/index.ts'
-import { DEFAULT_RATES, type LlmProfileName, type SchedulerRates } from './rates.ts'
+import { DEFAULT_RATES, type SchedulerRates } from './rates.ts'
 import { assertWritable } from './states.ts'
-
-// Moved to the scheduling contract (src/scheduler/contract); re-exported for old import paths.
-export { ENTRYPOINT_EXTENSIONS, PREINSTALLED, RUNTIMES as RUNTIME_VALUES, type Runtime }
+import type { LlmProfileName } from '../contract/index.ts'
 
 export const RESERVED_ENV = [
   'PATH',
@@ -102,9 +100,6 @@ export interface TaskCreateInput {
   readonly llm: LlmSpec | null
   readonly artifacts: { readonly enabled: boolean }
 }
-
-/** @deprecated the old name of TaskCreateInput; kept until imports are updated. */
-export type TaskSpec = TaskCreateInput
 
 export interface ValidateContext {
   /** The evaluation instant (end_at must be after it). */
@@ -283,7 +278,11 @@ function checkDependencies(value: unknown, runtime: Runtime, rates: SchedulerRat
     const name = dependencyName(runtime, entry)
     if (name === undefined) {
       const example = runtime === 'python' ? 'name, name==1.2.3 or name[extra]>=1,<2' : 'name, name@1.2.3 or @scope/name@^1'
-      fail('UNSUPPORTED_DEPENDENCY', `dependency ${JSON.stringify(entry)} is not a valid ${runtime === 'python' ? 'PyPI' : 'npm'} package spec (${example}; no URLs, paths or git specs)`, at)
+      fail(
+        'UNSUPPORTED_DEPENDENCY',
+        `dependency ${JSON.stringify(entry)} is not a valid ${runtime === 'python' ? 'PyPI' : 'npm'} package spec (${example}; no URLs, paths or git specs)`,
+        at,
+      )
     }
     if (preinstalled.has(name)) {
       fail('UNSUPPORTED_DEPENDENCY', `${name} is preinstalled for ${runtime}; do not list it (preinstalled: ${PREINSTALLED[runtime].join(', ')})`, at)
@@ -416,14 +415,9 @@ export function validateCreateTask(body: unknown, ctx: ValidateContext): TaskCre
   if (body.max_amount_usdc_micros === undefined) fail('VALIDATION_ERROR', 'body.max_amount_usdc_micros is required', 'body.max_amount_usdc_micros')
   const max_amount_usdc_micros = checkMicros(body.max_amount_usdc_micros, 'body.max_amount_usdc_micros', 1n)
   const tool_list = body.tool_list === undefined ? null : checkToolList(body.tool_list, rates, siblings)
-  const max_sibling_spend_micros =
-    body.max_sibling_spend_micros === undefined ? null : checkMicros(body.max_sibling_spend_micros, 'body.max_sibling_spend_micros', 0n)
+  const max_sibling_spend_micros = body.max_sibling_spend_micros === undefined ? null : checkMicros(body.max_sibling_spend_micros, 'body.max_sibling_spend_micros', 0n)
   if (tool_list === null && max_sibling_calls > 0 && max_sibling_spend_micros === null) {
-    fail(
-      'VALIDATION_ERROR',
-      'max_sibling_spend_micros is required when tool_list is unset (open) and max_sibling_calls > 0',
-      'body.max_sibling_spend_micros',
-    )
+    fail('VALIDATION_ERROR', 'max_sibling_spend_micros is required when tool_list is unset (open) and max_sibling_calls > 0', 'body.max_sibling_spend_micros')
   }
   const dependencies = checkDependencies(body.dependencies, runtime, rates)
   const env = validateEnv(body.env, rates)
@@ -494,7 +488,9 @@ export function idempotencyMaterial(spec: TaskCreateInput) {
 
 /** Hex SHA-256 of the canonical JSON of idempotencyMaterial(spec). */
 export function idempotencyHash(spec: TaskCreateInput): string {
-  return createHash('sha256').update(canonicalJson(idempotencyMaterial(spec))).digest('hex')
+  return createHash('sha256')
+    .update(canonicalJson(idempotencyMaterial(spec)))
+    .digest('hex')
 }
 
 // ---------------------------------------------------------------- patch

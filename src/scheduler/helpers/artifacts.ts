@@ -73,10 +73,14 @@ export async function storeArtifact(deps: ArtifactDeps, run: HelperRun, input: S
         extensions: { max_artifacts_per_run: caps.max_artifacts_per_run, artifacts_count: reserved.meters.artifacts_count },
       })
     }
-    throw new AppError('payload_too_large', `A run stores at most ${caps.max_artifact_bytes_per_run} artifact bytes (max_artifact_bytes_per_run); ${reserved.meters.artifacts_bytes} are used`, {
-      field: dataField,
-      extensions: { max_artifact_bytes_per_run: caps.max_artifact_bytes_per_run, artifacts_bytes: reserved.meters.artifacts_bytes.toString() },
-    })
+    throw new AppError(
+      'payload_too_large',
+      `A run stores at most ${caps.max_artifact_bytes_per_run} artifact bytes (max_artifact_bytes_per_run); ${reserved.meters.artifacts_bytes} are used`,
+      {
+        field: dataField,
+        extensions: { max_artifact_bytes_per_run: caps.max_artifact_bytes_per_run, artifacts_bytes: reserved.meters.artifacts_bytes.toString() },
+      },
+    )
   }
   const stable = input.stable === true
   try {

@@ -25,13 +25,14 @@ import { AppError, isAppError } from '../../platform/errors.ts'
 import type { Logger } from '../../platform/logger.ts'
 import { parseMicros, type Micros } from '../../platform/money.ts'
 import type { TempoClientFactory } from '../../payments/mpp/tempo-rpc.ts'
-import { estimateCeiling, type SchedulerRates, type SiblingName } from '../domain/rates.ts'
+import { estimateCeiling, type SchedulerRates } from '../domain/rates.ts'
 import { isCapabilityId, toolAccess } from '../domain/validate.ts'
 import { EgressRefused, guardedFetch, type EgressPolicy } from './egress.ts'
 import { defaultCapabilityUrl, joinTargetUrl, payMpp, payX402, readOffers, type Offer, type PaidResponse, type PayRequest } from './marketplace.ts'
 import { releaseSiblingCall, reserveSiblingCall, type Refusal, type SiblingMeters } from './meters.ts'
 import type { HelperRun } from './run.ts'
-import { SIBLING_ROUTES, dispatch, type ScreenshotConfig, type SiblingContext } from './siblings/index.ts'
+import { SIBLING_ROUTES, dispatch, type ScreenshotConfig, type SiblingContext, type SiblingResponse } from './siblings/index.ts'
+import type { SiblingName } from '../contract/index.ts'
 
 export const CALL_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const
 
@@ -77,7 +78,10 @@ export interface CallResult {
 
 /** What a run may spend on siblings and capabilities (see header). */
 export function siblingSpendLimit(spec: HelperRun['spec'], rates: SchedulerRates): Micros {
-  const reserved = estimateCeiling({ max_runtime_sec: spec.max_runtime_sec, max_sibling_calls: spec.max_sibling_calls, dependencies: spec.dependencies, llm: spec.llm }, rates).siblings_micros
+  const reserved = estimateCeiling(
+    { max_runtime_sec: spec.max_runtime_sec, max_sibling_calls: spec.max_sibling_calls, dependencies: spec.dependencies, llm: spec.llm },
+    rates,
+  ).siblings_micros
   const own = spec.max_sibling_spend_micros
   return own !== null && own < reserved ? own : reserved
 }
@@ -127,9 +131,13 @@ export async function callHelper(deps: CallDeps, run: HelperRun, input: CallInpu
     return callSibling(deps, run, target as SiblingName, method, input, maxPrice)
   }
   if (!isCapabilityId(target)) {
-    throw new AppError('PRICE_UNKNOWN', `${JSON.stringify(target)} is neither a first-party sibling (${Object.keys(deps.rates.siblings).join(', ')}) nor a marketplace capability id (publisher/capability)`, {
-      field: 'body.capability',
-    })
+    throw new AppError(
+      'PRICE_UNKNOWN',
+      `${JSON.stringify(target)} is neither a first-party sibling (${Object.keys(deps.rates.siblings).join(', ')}) nor a marketplace capability id (publisher/capability)`,
+      {
+        field: 'body.capability',
+      },
+    )
   }
   if (maxPrice === undefined || maxPrice === 0n) {
     throw new AppError('PRICE_UNKNOWN', 'A marketplace capability needs max_price_micros: the most this call may pay, a positive integer of micros', {
@@ -168,7 +176,7 @@ async function callSibling(deps: CallDeps, run: HelperRun, name: SiblingName, me
   const reserved = await reserveSiblingCall(deps.db, run.runId, fee, run.spec.max_sibling_calls, limit)
   if (!reserved.ok) throw refusalError(reserved.refusal, run, reserved.meters, fee, limit, 'body.capability')
   const url = new URL(input.path, 'http://sibling.invalid')
-  let response
+  let response: SiblingResponse
   try {
     response = await dispatch(name, SIBLING_ROUTES[name], siblingContext(deps, run), {
       method,
@@ -221,14 +229,7 @@ async function callCapability(deps: CallDeps, run: HelperRun, capability: string
   }
 }
 
-async function payAndCall(
-  deps: CallDeps,
-  run: HelperRun,
-  capability: string,
-  method: string,
-  input: CallInput,
-  maxPrice: Micros,
-): Promise<CallResult & { charged: Micros }> {
+async function payAndCall(deps: CallDeps, run: HelperRun, capability: string, method: string, input: CallInput, maxPrice: Micros): Promise<CallResult & { charged: Micros }> {
   let base: string
   try {
     base = deps.marketplace.resolve ? (await deps.marketplace.resolve(capability)).url : defaultCapabilityUrl(capability)
@@ -282,9 +283,7 @@ async function payAndCall(
   if (key === undefined) throw paymentFailed('This service has no payer wallet configured for marketplace capabilities')
   const offer: Offer = cheapest
   const account = privateKeyToAccount(key)
-  const paid: PaidResponse = await reach('Paying', () =>
-    offer.protocol === 'x402' ? payX402(offer, account, request) : payMpp(offer, account, deps.marketplace.tempo!, request),
-  )
+  const paid: PaidResponse = await reach('Paying', () => (offer.protocol === 'x402' ? payX402(offer, account, request) : payMpp(offer, account, deps.marketplace.tempo!, request)))
   const status = paid.response.status
   const body = await bodyOf(paid.response)
   const charged = status < 400 ? (paid.settled === false ? 0n : offer.priceMicros) : paid.settled === true ? offer.priceMicros : 0n

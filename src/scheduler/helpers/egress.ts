@@ -35,10 +35,7 @@ export class EgressRefused extends Error {
 }
 
 function ownAddresses(): Set<string> {
-  return new Set(
-    Object.values(os.networkInterfaces())
-      .flatMap((list) => (list ?? []).map((a) => a.address.toLowerCase().replace(/%.*$/, ''))),
-  )
+  return new Set(Object.values(os.networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address.toLowerCase().replace(/%.*$/, ''))))
 }
 
 export function egressPolicy(options: EgressOptions = {}): EgressPolicy {

@@ -102,7 +102,7 @@ export function registerHelperRoutes(app: FastifyInstance, deps: HelperDeps): vo
   }
   // Room for a base64 file of max_artifact_bytes in a JSON envelope.
   const fileBodyLimit = Math.ceil((deps.rates.hard_caps.max_artifact_bytes * 4) / 3) + (1 << 20)
-  const base = HELPER_PATH_PREFIX + '/:runId'
+  const base = `${HELPER_PATH_PREFIX}/:runId`
 
   app.post(
     `${base}/generate_text`,
@@ -212,33 +212,25 @@ export function registerSiblingPublicRoutes(app: FastifyInstance, deps: PublicRo
       return sendHtml(reply, 200, formPage(form))
     })
 
-    scope.post(
-      '/f/:formId',
-      { schema: { ...hidden, params: FormParams, response: { 201: FormSubmissionResponse, ...ERRORS } }, bodyLimit: 64 << 10 },
-      async (request, reply) => {
-        const { formId } = request.params as Static<typeof FormParams>
-        const form = await loadForm(deps.db, formId)
-        if (form === undefined) throw new AppError('not_found', `No form ${formId}`)
-        const body = request.body
-        if (body === null || typeof body !== 'object' || Array.isArray(body)) {
-          throw new AppError('VALIDATION_ERROR', 'Send the submission as a JSON object or an HTML form post', { field: 'body' })
-        }
-        const id = await storeSubmission(deps.db, formId, submissionValues(form, body as Record<string, unknown>), deps.clock.now())
-        if (wantsHtml(request)) return sendHtml(reply, 201, '<!doctype html><meta charset="utf-8"><title>Thank you</title><p>Thank you, your answer was recorded.</p>\n')
-        return reply.code(201).send({ ok: true, submission_id: id })
-      },
-    )
+    scope.post('/f/:formId', { schema: { ...hidden, params: FormParams, response: { 201: FormSubmissionResponse, ...ERRORS } }, bodyLimit: 64 << 10 }, async (request, reply) => {
+      const { formId } = request.params as Static<typeof FormParams>
+      const form = await loadForm(deps.db, formId)
+      if (form === undefined) throw new AppError('not_found', `No form ${formId}`)
+      const body = request.body
+      if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+        throw new AppError('VALIDATION_ERROR', 'Send the submission as a JSON object or an HTML form post', { field: 'body' })
+      }
+      const id = await storeSubmission(deps.db, formId, submissionValues(form, body as Record<string, unknown>), deps.clock.now())
+      if (wantsHtml(request)) return sendHtml(reply, 201, '<!doctype html><meta charset="utf-8"><title>Thank you</title><p>Thank you, your answer was recorded.</p>\n')
+      return reply.code(201).send({ ok: true, submission_id: id })
+    })
 
-    scope.post(
-      '/inbox/:inboxId',
-      { schema: { ...hidden, params: InboxParams, response: { 201: InboxIngestResponse, ...ERRORS } }, bodyLimit: 2 << 20 },
-      async (request, reply) => {
-        const { inboxId } = request.params as Static<typeof InboxParams>
-        check(IncomingMessage, request.body)
-        const id = await ingestMessage(deps.db, inboxId, request.body, deps.clock.now())
-        if (id === undefined) throw new AppError('not_found', `No inbox ${inboxId}`)
-        return reply.code(201).send({ ok: true, message_id: id })
-      },
-    )
+    scope.post('/inbox/:inboxId', { schema: { ...hidden, params: InboxParams, response: { 201: InboxIngestResponse, ...ERRORS } }, bodyLimit: 2 << 20 }, async (request, reply) => {
+      const { inboxId } = request.params as Static<typeof InboxParams>
+      check(IncomingMessage, request.body)
+      const id = await ingestMessage(deps.db, inboxId, request.body, deps.clock.now())
+      if (id === undefined) throw new AppError('not_found', `No inbox ${inboxId}`)
+      return reply.code(201).send({ ok: true, message_id: id })
+    })
   })
 }

@@ -14,14 +14,14 @@
 // Model choice: `model_alias` names a profile (quick, standard, bulk) and so a configured model
 // and its prices; `model` names a configured upstream model directly (priced under the profile it
 // is configured for, else the alias or the task's profile). Without either, the task's profile.
-import { LLM_PROFILES } from '../../catalog/schemas/scheduler.ts'
 import type { Db } from '../../platform/db/index.ts'
 import { AppError } from '../../platform/errors.ts'
 import type { Logger } from '../../platform/logger.ts'
 import type { Micros } from '../../platform/money.ts'
-import { llmReserveMicros, type LlmProfileName, type LlmProfileRate, type SchedulerRates } from '../domain/rates.ts'
+import { llmReserveMicros, type LlmProfileRate, type SchedulerRates } from '../domain/rates.ts'
 import { reserveLlm, settleLlm } from './meters.ts'
 import type { HelperRun } from './run.ts'
+import { LLM_PROFILES, type LlmProfileName } from '../contract/index.ts'
 
 /** Tokens a chat template adds around the messages (role markers, separators). */
 export const PROMPT_OVERHEAD_TOKENS = 32
@@ -100,9 +100,13 @@ export function chooseModel(config: LlmUpstreamConfig, taskProfile: LlmProfileNa
   if (input.model !== undefined) {
     const offered = new Set([...(config.defaultModel === undefined ? [] : [config.defaultModel]), ...Object.values(models)])
     if (!offered.has(input.model)) {
-      throw new AppError('VALIDATION_ERROR', `model ${JSON.stringify(input.model)} is not offered here; use one of ${[...offered].map((m) => JSON.stringify(m)).join(', ') || '(none configured)'} or a model_alias (${LLM_PROFILES.join(', ')})`, {
-        field: 'body.model',
-      })
+      throw new AppError(
+        'VALIDATION_ERROR',
+        `model ${JSON.stringify(input.model)} is not offered here; use one of ${[...offered].map((m) => JSON.stringify(m)).join(', ') || '(none configured)'} or a model_alias (${LLM_PROFILES.join(', ')})`,
+        {
+          field: 'body.model',
+        },
+      )
     }
     const configuredFor = LLM_PROFILES.find((p) => models[p] === input.model)
     return { model: input.model, profile: configuredFor ?? input.model_alias ?? taskProfile }
@@ -134,7 +138,9 @@ export interface ChatResult {
 function textOf(content: unknown): string {
   if (typeof content === 'string') return content
   if (Array.isArray(content)) {
-    return content.map((part) => (part !== null && typeof part === 'object' && typeof (part as { text?: unknown }).text === 'string' ? (part as { text: string }).text : '')).join('')
+    return content
+      .map((part) => (part !== null && typeof part === 'object' && typeof (part as { text?: unknown }).text === 'string' ? (part as { text: string }).text : ''))
+      .join('')
   }
   return ''
 }
@@ -148,10 +154,7 @@ export async function chatCompletion(
   config: LlmUpstreamConfig & { baseUrl: string },
   request: { model: string; prompt: string; system?: string; maxOutputTokens: number; temperature?: number; reasoning?: Reasoning },
 ): Promise<ChatResult> {
-  const messages = [
-    ...(request.system === undefined ? [] : [{ role: 'system', content: request.system }]),
-    { role: 'user', content: request.prompt },
-  ]
+  const messages = [...(request.system === undefined ? [] : [{ role: 'system', content: request.system }]), { role: 'user', content: request.prompt }]
   const body: Record<string, unknown> = { model: request.model, messages, [config.maxTokensParam ?? 'max_tokens']: request.maxOutputTokens }
   if (request.temperature !== undefined) body.temperature = request.temperature
   if (request.reasoning !== undefined && request.reasoning !== false) body.reasoning_effort = request.reasoning === true ? 'medium' : request.reasoning
@@ -226,10 +229,14 @@ export async function generateText(deps: GenerateTextDeps, run: HelperRun, input
   const maxOutput = input.max_output_tokens ?? Math.min(DEFAULT_MAX_OUTPUT_TOKENS, maxOutputTokensWithin(left, promptTokens, prices))
   const worstCase = tokenCostMicros(promptTokens, maxOutput, prices)
   const refuse = (spentNow: Micros): never => {
-    throw new AppError('PRICE_CAP_EXCEEDED', `generate_text could cost up to ${worstCase} micros (${promptTokens} prompt tokens at most, ${maxOutput} output tokens); the run's LLM reserve of ${reserve} micros has ${reserve > spentNow ? reserve - spentNow : 0n} left. Shorten the prompt or lower max_output_tokens.`, {
-      field: input.max_output_tokens === undefined ? 'body.prompt' : 'body.max_output_tokens',
-      extensions: { needed_micros: worstCase.toString(), llm_reserve_micros: reserve.toString(), llm_spent_micros: spentNow.toString() },
-    })
+    throw new AppError(
+      'PRICE_CAP_EXCEEDED',
+      `generate_text could cost up to ${worstCase} micros (${promptTokens} prompt tokens at most, ${maxOutput} output tokens); the run's LLM reserve of ${reserve} micros has ${reserve > spentNow ? reserve - spentNow : 0n} left. Shorten the prompt or lower max_output_tokens.`,
+      {
+        field: input.max_output_tokens === undefined ? 'body.prompt' : 'body.max_output_tokens',
+        extensions: { needed_micros: worstCase.toString(), llm_reserve_micros: reserve.toString(), llm_spent_micros: spentNow.toString() },
+      },
+    )
   }
   if (maxOutput < 1) refuse(spent)
   const reserved = await reserveLlm(deps.db, run.runId, worstCase, reserve)
@@ -240,14 +247,17 @@ export async function generateText(deps: GenerateTextDeps, run: HelperRun, input
 
   let result: ChatResult
   try {
-    result = await chatCompletion({ ...deps.llm, baseUrl }, {
-      model: choice.model,
-      prompt: input.prompt,
-      maxOutputTokens: maxOutput,
-      ...(input.system === undefined ? {} : { system: input.system }),
-      ...(input.temperature === undefined ? {} : { temperature: input.temperature }),
-      ...(input.reasoning === undefined ? {} : { reasoning: input.reasoning }),
-    })
+    result = await chatCompletion(
+      { ...deps.llm, baseUrl },
+      {
+        model: choice.model,
+        prompt: input.prompt,
+        maxOutputTokens: maxOutput,
+        ...(input.system === undefined ? {} : { system: input.system }),
+        ...(input.temperature === undefined ? {} : { temperature: input.temperature }),
+        ...(input.reasoning === undefined ? {} : { reasoning: input.reasoning }),
+      },
+    )
   } catch (err) {
     await settleLlm(deps.db, run.runId, worstCase, 0n, 0, 0)
     throw err

@@ -21,10 +21,7 @@ import type { Micros } from '../../platform/money.ts'
 import type { TempoClientFactory } from '../../payments/mpp/tempo-rpc.ts'
 
 /** TIP-20 USD tokens (6 decimals) an MPP charge may ask for: Tempo USDC and pathUSD. */
-export const MPP_USD_CURRENCIES: ReadonlySet<string> = new Set([
-  '0x20c000000000000000000000b9537d11c60e8b50',
-  '0x20c0000000000000000000000000000000000000',
-])
+export const MPP_USD_CURRENCIES: ReadonlySet<string> = new Set(['0x20c000000000000000000000b9537d11c60e8b50', '0x20c0000000000000000000000000000000000000'])
 const TIP20_DECIMALS = 6
 
 export interface X402Offer {

@@ -28,10 +28,9 @@ interface MeterRow {
 }
 
 async function currentMeters(db: Queryable, runId: string): Promise<MeterRow> {
-  const rows = await db.query<MeterRow>(
-    'select status, sibling_calls, sibling_spend_micros, llm_cost_micros, artifacts_count, artifacts_bytes from scheduler_runs where id = $1',
-    [runId],
-  )
+  const rows = await db.query<MeterRow>('select status, sibling_calls, sibling_spend_micros, llm_cost_micros, artifacts_count, artifacts_bytes from scheduler_runs where id = $1', [
+    runId,
+  ])
   const row = rows[0]
   if (row === undefined) throw new Error(`run ${runId} vanished`)
   return row
@@ -45,13 +44,7 @@ function ended(row: MeterRow): boolean {
  * Takes one call(...) slot and reserves `amount` of sibling spend: refused when the run ended,
  * `max_sibling_calls` slots are taken, or spend would pass `spendLimit`.
  */
-export async function reserveSiblingCall(
-  db: Queryable,
-  runId: string,
-  amount: Micros,
-  maxCalls: number,
-  spendLimit: Micros,
-): Promise<Reserved<SiblingMeters>> {
+export async function reserveSiblingCall(db: Queryable, runId: string, amount: Micros, maxCalls: number, spendLimit: Micros): Promise<Reserved<SiblingMeters>> {
   const rows = await db.query<SiblingMeters>(
     `update scheduler_runs
         set sibling_calls = sibling_calls + 1, sibling_spend_micros = sibling_spend_micros + $2::int8
@@ -70,10 +63,11 @@ export async function reserveSiblingCall(
 /** Gives back `amount` of reserved spend, and the call slot too when `slot` is true. */
 export async function releaseSiblingCall(db: Queryable, runId: string, amount: Micros, slot: boolean): Promise<void> {
   if (amount === 0n && !slot) return
-  await db.query(
-    'update scheduler_runs set sibling_spend_micros = sibling_spend_micros - $2::int8, sibling_calls = sibling_calls - $3::int4 where id = $1',
-    [runId, amount, slot ? 1 : 0],
-  )
+  await db.query('update scheduler_runs set sibling_spend_micros = sibling_spend_micros - $2::int8, sibling_calls = sibling_calls - $3::int4 where id = $1', [
+    runId,
+    amount,
+    slot ? 1 : 0,
+  ])
 }
 
 /** Reserves `amount` of LLM spend within `limit` (the run's LLM reserve). */
@@ -90,14 +84,7 @@ export async function reserveLlm(db: Queryable, runId: string, amount: Micros, l
 }
 
 /** Replaces a reservation with the real cost and adds the tokens; returns the run's LLM total. */
-export async function settleLlm(
-  db: Queryable,
-  runId: string,
-  reserved: Micros,
-  actual: Micros,
-  inputTokens: number,
-  outputTokens: number,
-): Promise<Micros> {
+export async function settleLlm(db: Queryable, runId: string, reserved: Micros, actual: Micros, inputTokens: number, outputTokens: number): Promise<Micros> {
   const rows = await db.query<{ llm_cost_micros: bigint }>(
     `update scheduler_runs
         set llm_cost_micros = llm_cost_micros - $2::int8 + $3::int8,
@@ -115,13 +102,7 @@ export type ArtifactMeters = {
 }
 
 /** Counts one artifact of `bytes` against the per-run count and byte caps. */
-export async function reserveArtifact(
-  db: Queryable,
-  runId: string,
-  bytes: number,
-  maxCount: number,
-  maxBytes: number,
-): Promise<Reserved<ArtifactMeters>> {
+export async function reserveArtifact(db: Queryable, runId: string, bytes: number, maxCount: number, maxBytes: number): Promise<Reserved<ArtifactMeters>> {
   const rows = await db.query<ArtifactMeters>(
     `update scheduler_runs set artifacts_count = artifacts_count + 1, artifacts_bytes = artifacts_bytes + $2::int8
       where id = $1 and ${IN_FLIGHT_SQL} and artifacts_count < $3::int4 and artifacts_bytes + $2::int8 <= $4::int8
@@ -137,8 +118,5 @@ export async function reserveArtifact(
 }
 
 export async function releaseArtifact(db: Queryable, runId: string, bytes: number): Promise<void> {
-  await db.query(
-    'update scheduler_runs set artifacts_count = artifacts_count - 1, artifacts_bytes = artifacts_bytes - $2::int8 where id = $1',
-    [runId, bytes],
-  )
+  await db.query('update scheduler_runs set artifacts_count = artifacts_count - 1, artifacts_bytes = artifacts_bytes - $2::int8 where id = $1', [runId, bytes])
 }

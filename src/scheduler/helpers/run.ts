@@ -7,9 +7,8 @@ import type { Queryable } from '../../platform/db/index.ts'
 import { AppError } from '../../platform/errors.ts'
 import { credentialsOf, type HeaderBag } from '../../payments/credentials.ts'
 import { parseMicros, type Micros } from '../../platform/money.ts'
-import { LLM_PROFILES } from '../../catalog/schemas/scheduler.ts'
-import type { LlmProfileName } from '../domain/rates.ts'
 import { IN_FLIGHT_STATUSES } from '../escrow-store.ts'
+import { LLM_PROFILES, type LlmProfileName } from '../contract/index.ts'
 
 export { IN_FLIGHT_STATUSES }
 

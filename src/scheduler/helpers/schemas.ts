@@ -1,10 +1,10 @@
 // Request and response schemas of the helper endpoint (POST {scheduler_url}/internal/v1/runs/{runId}/<helper>)
 // and of the siblings' public routes.
 import { Type } from '@sinclair/typebox'
-import { LLM_PROFILES } from '../../catalog/schemas/scheduler.ts'
 import { MicrosString, ProblemSchema, StringEnum } from '../../catalog/schemas/common.ts'
 import { CONTENT_TYPE_PATTERN, FILE_NAME_PATTERN } from './common.ts'
 import { MAX_OUTPUT_TOKENS } from './llm.ts'
+import { LLM_PROFILES } from '../contract/index.ts'
 
 export const RunParams = Type.Object({ runId: Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$' }) }, { additionalProperties: false })
 
@@ -62,10 +62,7 @@ export const StoreArtifactResponse = Type.Object({
   stable: Type.Boolean(),
 })
 
-export const RequestContinuationBody = Type.Object(
-  { delay_sec: Type.Optional(Type.Integer({ minimum: 0, maximum: 600, default: 0 })) },
-  { additionalProperties: false },
-)
+export const RequestContinuationBody = Type.Object({ delay_sec: Type.Optional(Type.Integer({ minimum: 0, maximum: 600, default: 0 })) }, { additionalProperties: false })
 
 export const RequestContinuationResponse = Type.Object({
   accepted: Type.Boolean(),

@@ -53,7 +53,13 @@ export const cdnRoutes: SiblingRoute[] = [
       return {
         status: 200,
         body: {
-          files: rows.map((r) => ({ name: r.name, url: publicUrl(ctx.publicSchedulerUrl, r.path), bytes: Number(r.bytes), content_type: r.content_type, updated_at: r.updated_at.toISOString() })),
+          files: rows.map((r) => ({
+            name: r.name,
+            url: publicUrl(ctx.publicSchedulerUrl, r.path),
+            bytes: Number(r.bytes),
+            content_type: r.content_type,
+            updated_at: r.updated_at.toISOString(),
+          })),
         },
       }
     },

@@ -16,7 +16,12 @@ export const FormField = Type.Object(
     name: Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,63}$', description: 'Key of the value in a submission' }),
     label: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
     // A union of literals, not StringEnum: TypeBox's Value.Check (used for sibling bodies) cannot check Unsafe schemas.
-    type: Type.Optional(Type.Union(FIELD_TYPES.map((v) => Type.Literal(v)), { description: 'Default text' })),
+    type: Type.Optional(
+      Type.Union(
+        FIELD_TYPES.map((v) => Type.Literal(v)),
+        { description: 'Default text' },
+      ),
+    ),
     required: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
@@ -118,7 +123,8 @@ export function submissionValues(form: StoredForm, input: Record<string, unknown
       if (field.required) throw new AppError('VALIDATION_ERROR', `${fieldName} is required`, { field: fieldName })
       continue
     }
-    if (value.length > MAX_SUBMISSION_VALUE_CHARS) throw new AppError('VALIDATION_ERROR', `${fieldName} is longer than ${MAX_SUBMISSION_VALUE_CHARS} characters`, { field: fieldName })
+    if (value.length > MAX_SUBMISSION_VALUE_CHARS)
+      throw new AppError('VALIDATION_ERROR', `${fieldName} is longer than ${MAX_SUBMISSION_VALUE_CHARS} characters`, { field: fieldName })
     if (field.type === 'email' && !/^[^\s@]+@[^\s@]+$/.test(value)) throw new AppError('VALIDATION_ERROR', `${fieldName} is not an e-mail address`, { field: fieldName })
     if (field.type === 'number') {
       const n = Number(value)

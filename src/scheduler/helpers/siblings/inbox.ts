@@ -61,12 +61,7 @@ export const inboxRoutes: SiblingRoute[] = [
 ]
 
 /** Stores a message for `inboxId`; undefined when there is no such inbox. */
-export async function ingestMessage(
-  db: Queryable,
-  inboxId: string,
-  message: { from: string; subject?: string; text?: string },
-  now: Date,
-): Promise<number | undefined> {
+export async function ingestMessage(db: Queryable, inboxId: string, message: { from: string; subject?: string; text?: string }, now: Date): Promise<number | undefined> {
   const rows = await db.query<{ id: bigint }>(
     `insert into scheduler_inbox_messages (inbox_id, from_address, subject, body_text, received_at)
      select id, $2, $3, $4, $5 from scheduler_inboxes where id = $1 returning id`,

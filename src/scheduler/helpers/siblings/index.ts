@@ -1,11 +1,11 @@
 // The first-party siblings by name (the rate card's SIBLINGS), each a table of routes.
-import type { SiblingName } from '../../domain/rates.ts'
 import { cdnRoutes } from './cdn.ts'
 import { formsRoutes } from './forms.ts'
 import { inboxRoutes } from './inbox.ts'
 import { screenshotRoutes } from './screenshot.ts'
 import type { SiblingRoute } from './types.ts'
 import { urlshortenerRoutes } from './urlshortener.ts'
+import type { SiblingName } from '../../contract/index.ts'
 
 export const SIBLING_ROUTES: Readonly<Record<SiblingName, readonly SiblingRoute[]>> = {
   urlshortener: urlshortenerRoutes,

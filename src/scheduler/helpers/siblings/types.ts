@@ -63,7 +63,11 @@ export async function dispatch(name: string, routes: readonly SiblingRoute[], ct
     if (match === null) continue
     pathKnown = true
     if (route.method !== request.method) continue
-    return route.handle(ctx, request, match.slice(1).map((p) => decodeURIComponent(p)))
+    return route.handle(
+      ctx,
+      request,
+      match.slice(1).map((p) => decodeURIComponent(p)),
+    )
   }
   const listing = routes.map((r) => `${r.method} ${r.pattern.source.replace(/^\^|\$$/g, '').replaceAll('\\/', '/')}`).join(', ')
   if (pathKnown) throw new AppError('method_not_allowed', `${name} does not answer ${request.method} ${request.pathname}; it has ${listing}`)
