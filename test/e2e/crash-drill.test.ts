@@ -1,4 +1,4 @@
-// The kill -9 drill once, on the real CLI (issue 12): concurrent paid creates and plan purchases
+// The kill -9 drill once, on the real CLI: concurrent paid creates and plan purchases
 // from real x402 clients, SIGKILL, restart on the same DATA_DIR, delete everything; every buyer's
 // on-chain balance is what conservation says, and the restart is ready as fast as a clean start.
 // `npm run drill` repeats it (bench/crash-drill.ts).

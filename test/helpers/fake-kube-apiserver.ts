@@ -1,6 +1,6 @@
 // A fake Kubernetes API server (node:http, plain http) for offline tests of the operator. It serves
 // what kubectl 1.35, helm 4 and @kubernetes/client-node 2.0.1 need, with the semantics a
-// controller depends on (/work/shared/notes/k8s.md §2.2):
+// controller depends on (as a real API server behaves):
 // - discovery (/version, /api, /apis, per group-version; not the aggregated form, so clients fall
 //   back to the legacy lists) and a minimal /openapi/v3, so kubectl validates on the server;
 // - CRUD for the given CRDs (schema-driven: pruning of unknown fields with fieldValidation

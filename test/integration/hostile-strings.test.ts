@@ -1,4 +1,4 @@
-// Hostile strings (issue 12, finding 2), on PGlite and on a throw-away real Postgres database:
+// Hostile strings, on PGlite and on a throw-away real Postgres database:
 // - the embedded ResourceStore (controllers/local/postgres-store.ts) group-commits Task/Run
 //   writes; a write Postgres refuses (a NUL or an unpaired surrogate in a spec or status, a NUL in
 //   a name) fails for its own caller only: 1 poison + 12 valid concurrent creates, status patches

@@ -1,4 +1,4 @@
-// Money conservation under crashes (issue 12, finding 1): the real gateway and scheduler apps,
+// Money conservation under crashes: the real gateway and scheduler apps,
 // the real x402 client signing, a real anvil chain, PGlite and Postgres. A process is killed at
 // EVERY step of a paid request (each statement, transaction commit and chain call, before it
 // runs and after it ran but before its answer arrived: test/helpers/crashable.ts), then a fresh

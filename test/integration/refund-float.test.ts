@@ -1,4 +1,4 @@
-// Refunds when the refund wallet is not the wallet payments go to (issue 12, finding 1): payments
+// Refunds when the refund wallet is not the wallet payments go to: payments
 // land at PAY_TO_ADDRESS while refunds are paid by the settler wallet, which starts with no USDC.
 // A refund that cannot be sent is never dropped: it shows in the DELETE answer, the task ledger,
 // the metrics (capacity below zero) and, once it is old, in /readyz detail (still 200); it is

@@ -1,4 +1,4 @@
-// request_continuation on the marketplace rail counts a run's cost once (issue 13): a finished run
+// request_continuation on the marketplace rail counts a run's cost once: a finished run
 // leaves a run_cost row against the cap and an audit-only `usage` row restating it; the funding
 // check must use the escrow store's one balance rule (usage rows left out), as dispatch does.
 // Cap 6,000, ceiling 2,000, one finished run costing 1,100, this run holding 2,000: 6,000 − 1,100

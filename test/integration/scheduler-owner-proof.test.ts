@@ -1,4 +1,4 @@
-// Owner proofs of the scheduler bound to the request (issue 12, finding 4): the real scheduler app
+// Owner proofs of the scheduler bound to the request: the real scheduler app
 // (fastify inject on its registry routes) over the scheduler world on PGlite, proofs signed by the
 // real clients: @x402/extensions (SIGN-IN-WITH-X), mppx (a $0 MPP proof), @x402/core + @x402/evm
 // (a $0 x402 authorization). A proof answered to the challenge of GET /api/v1/tasks/{id} must not

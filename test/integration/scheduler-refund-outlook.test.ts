@@ -1,4 +1,4 @@
-// What DELETE says a task's owner gets back, and when (issue 12): a run in flight (the refund
+// What DELETE says a task's owner gets back, and when: a run in flight (the refund
 // follows its end), a payment still settling (the refund follows its decision: all of it if it
 // settles, none of it if it fails), and a plain delete. Then the promise is kept: the refund sent
 // matches, and the ledger closes to 0. Also: a scheduled run waits for a settling payment instead

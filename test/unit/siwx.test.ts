@@ -168,7 +168,7 @@ t.test('another domain / another uri', async (t) => {
   t.same((await ours.verifier.verify(await prove(ch), 'GET', TASK)).address, account.address)
 })
 
-t.test('a proof is bound to the HTTP method: GET does not open DELETE (issue 12)', async (t) => {
+t.test('a proof is bound to the HTTP method: GET does not open DELETE', async (t) => {
   const { verifier, kv } = await setup()
   const forGet = await verifier.challenge('GET', TASK)
   const getProof = await prove(forGet)

@@ -1,4 +1,4 @@
-// Nothing that is not built is sold (issue 12, finding 5). Everything is derived from the
+// Nothing that is not built is sold. Everything is derived from the
 // catalog's `implemented` set: an unbuilt operation answers 501 before any access rule (no 402,
 // no 401/403, no debit), a plan covering only unbuilt operations cannot be bought (409
 // plan_unavailable before the 402) and the discovery documents say so, and the advisor recommends
