@@ -21,17 +21,18 @@ export type Verdict =
 
 export type Decision = { status: 'settled'; reference: string | null } | { status: 'failed'; reason: string } | { status: 'pending'; reference: string | null }
 
+/**
+ * Work a decision leaves for after its commit (on-chain refunds, resource writes). Best effort:
+ * whatever a crash skips there, the owning domain's own sweep redoes from the database.
+ */
+export type AfterDecision = () => Promise<void>
+
 /** A domain's side of the payments it sold (plans, task escrow, deposits, …). */
 export interface OutcomeHandler {
   /** The payment settled: make its work permanent. Runs inside the decision's transaction. */
-  settled(tx: Queryable, replayKey: string, reference: string | null): Promise<void>
+  settled(tx: Queryable, replayKey: string, reference: string | null): Promise<AfterDecision | undefined>
   /** The payment will never settle: take its work back. Runs inside the decision's transaction. */
-  failed(tx: Queryable, replayKey: string): Promise<void>
-  /**
-   * After the decision commits (on-chain refunds, resource writes). Best effort: whatever a crash
-   * skips here, the owning domain's own sweep redoes from the database.
-   */
-  afterCommit?(replayKey: string, decision: 'settled' | 'failed'): Promise<void>
+  failed(tx: Queryable, replayKey: string): Promise<AfterDecision | undefined>
 }
 
 export interface PaymentOutcomes {
@@ -94,7 +95,7 @@ export function createPaymentOutcomes(deps: { db: Db; logger: Logger }): Payment
     effects: () => [...handlers.keys()],
 
     async decide(replayKey, verdict, source) {
-      let applied: { handler: OutcomeHandler; outcome: 'settled' | 'failed' } | undefined
+      let after: AfterDecision | undefined
       const decision = await db.transaction(async (tx): Promise<Decision> => {
         const row = (await tx.query<ReservationRow>(`select * from payment_reservations where replay_key = $1 for update`, [replayKey]))[0]
         if (row === undefined) throw new Error(`no reservation ${replayKey}`)
@@ -130,15 +131,11 @@ export function createPaymentOutcomes(deps: { db: Db; logger: Logger }): Payment
         }
         const state = verdict.status === 'settled' ? 'settled' : 'released'
         await tx.query(`update payment_reservations set state = $2, reference = $3, decided_at = now(), updated_at = now() where replay_key = $1`, [replayKey, state, reference])
-        if (handler !== undefined) {
-          if (verdict.status === 'settled') await handler.settled(tx, replayKey, reference)
-          else await handler.failed(tx, replayKey)
-          applied = { handler, outcome: verdict.status }
-        }
+        if (handler !== undefined) after = verdict.status === 'settled' ? await handler.settled(tx, replayKey, reference) : await handler.failed(tx, replayKey)
         return verdict.status === 'settled' ? { status: 'settled', reference } : { status: 'failed', reason: verdict.reason }
       })
-      if (applied?.handler.afterCommit) {
-        await applied.handler.afterCommit(replayKey, applied.outcome).catch((error: unknown) => {
+      if (after) {
+        await after().catch((error: unknown) => {
           logger.warn({ err: error, replayKey }, 'post-decision work failed; the owning sweep will redo it')
         })
       }

@@ -8,11 +8,9 @@
 import type { Queryable } from '../platform/db/index.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Micros } from '../platform/money.ts'
-import type { OutcomeHandler } from '../payments/outcomes.ts'
-import { addProvisionalCharge, appendCharge, decideProvisionalCharge, lockProvisionalCharge, taskOfCharge } from './escrow-store.ts'
-import type { Refunds } from './refunds.ts'
+import type { AfterDecision, OutcomeHandler } from '../payments/outcomes.ts'
+import { addProvisionalCharge, appendCharge, decideProvisionalCharge, lockProvisionalCharge } from './escrow-store.ts'
 import type { TaskCore } from './task-core.ts'
-import type { TaskResources } from './task-resources.ts'
 
 /** The outcome handler name of direct-rail escrow payments (payment_reservations.effect). */
 export const SCHEDULER_CHARGE_EFFECT = 'scheduler.charge'
@@ -45,14 +43,19 @@ export async function recordCharge(tx: Queryable, taskId: string, kind: 'create'
   await payment.bind?.(tx, SCHEDULER_CHARGE_EFFECT)
 }
 
-export function createChargeOutcomes(deps: { db: Queryable; clock: Clock; core: TaskCore; resources: TaskResources; refunds: Refunds }): OutcomeHandler {
-  const { db, clock, core, resources, refunds } = deps
+export function createChargeOutcomes(deps: { clock: Clock; core: TaskCore }): OutcomeHandler {
+  const { clock, core } = deps
+  /** The task's state machine hears of the decision; its post-commit work (resource, refund) follows the commit. */
+  async function decided(tx: Queryable, taskId: string, event: { settled: boolean; create: boolean }): Promise<AfterDecision> {
+    const { task, after } = await core.step(tx, taskId, { type: 'payment_decided', ...event })
+    return () => core.runAfterCommit(task, after)
+  }
   return {
     async settled(tx, replayKey, reference) {
       const charge = await lockProvisionalCharge(tx, replayKey)
       if (charge === undefined) return
       await decideProvisionalCharge(tx, replayKey, charge, { settled: true, txHash: reference }, clock.now())
-      await core.step(tx, charge.task_id, { type: 'payment_decided', settled: true, create: charge.kind === 'create' })
+      return decided(tx, charge.task_id, { settled: true, create: charge.kind === 'create' })
     },
     async failed(tx, replayKey) {
       const charge = await lockProvisionalCharge(tx, replayKey)
@@ -63,13 +66,7 @@ export function createChargeOutcomes(deps: { db: Queryable; clock: Clock; core: 
         // A retry with the same Idempotency-Key creates a new task instead of finding this one.
         await tx.query(`update scheduler_tasks set idempotency_key = idempotency_key || ':payment-failed:' || id where id = $1`, [charge.task_id])
       }
-      await core.step(tx, charge.task_id, { type: 'payment_decided', settled: false, create: charge.kind === 'create' })
-    },
-    async afterCommit(replayKey) {
-      const taskId = await taskOfCharge(db, replayKey)
-      if (taskId === undefined) return
-      await resources.sync(taskId)
-      await refunds.send(taskId)
+      return decided(tx, charge.task_id, { settled: false, create: charge.kind === 'create' })
     },
   }
 }

@@ -187,10 +187,6 @@ export async function decideProvisionalCharge(
   if (outcome.settled) await appendCharge(q, charge.task_id, charge.amount_micros, { replayKey, txHash: outcome.txHash })
 }
 
-export async function taskOfCharge(q: Queryable, replayKey: string): Promise<string | undefined> {
-  return (await q.query<{ task_id: string }>(`select task_id from scheduler_charges where replay_key = $1`, [replayKey]))[0]?.task_id
-}
-
 // ------------------------------------------------------------------ reads
 
 /** A task's settled cost (its run_cost rows), as a select-list column of `scheduler_tasks t`. */

@@ -115,9 +115,8 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
     ...runLedger,
     ...accounts,
     currentView: core.currentView,
-    syncTaskResource: resources.sync,
     recover,
-    chargeOutcomes: createChargeOutcomes({ db, clock, core, resources, refunds }),
+    chargeOutcomes: createChargeOutcomes({ clock, core }),
     /** Outstanding refunds (metrics, readiness detail). */
     refundStanding: () => refunds.standing(),
     /** Escrow of one task, for invariant checks. */

@@ -186,8 +186,8 @@ export async function openWorld(options: WorldOptions = {}): Promise<World> {
     },
     async pay(replayKey, outcome = 'settled') {
       const handler = service.chargeOutcomes
-      await db.transaction((tx) => (outcome === 'settled' ? handler.settled(tx, replayKey, `0x${randomBytes(32).toString('hex')}`) : handler.failed(tx, replayKey)))
-      await handler.afterCommit?.(replayKey, outcome)
+      const after = await db.transaction((tx) => (outcome === 'settled' ? handler.settled(tx, replayKey, `0x${randomBytes(32).toString('hex')}`) : handler.failed(tx, replayKey)))
+      if (after) await after()
     },
     async createTask(key, options = {}) {
       const body = { ...TASK_BODY, ...options.body }

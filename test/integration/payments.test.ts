@@ -30,6 +30,7 @@ import { createCatalog, type Catalog } from '../../src/catalog/catalog.ts'
 import type { PlanSpec } from '../../src/catalog/types.ts'
 import { mountOperations, type OperationHandler } from '../../src/catalog/routes.ts'
 import { openPayments, type Payments } from '../../src/payments/index.ts'
+import type { OutcomeHandler } from '../../src/payments/outcomes.ts'
 import type { AccessControl } from '../../src/payments/access.ts'
 import type { DevChain } from '../../src/payments/chain/index.ts'
 import { throwawayDatabase } from '../helpers/servers.ts'
@@ -179,10 +180,11 @@ async function suite(t: Test, db: Db): Promise<void> {
   const catalog = createCatalog(registry, { urls: { gateway: PUBLIC_URL, scheduler: 'https://scheduler.gw.test', memory: 'https://memory.gw.test' }, implemented: OPERATIONS })
   const work: WorkLog = { songs: [], reviews: 0, compensations: 0 }
   // The test song's durable work: reversed (counted) when its payment fails.
-  const songOutcomes = {
-    settled: async () => {},
+  const songOutcomes: OutcomeHandler = {
+    settled: async () => undefined,
     failed: async () => {
       work.compensations += 1
+      return undefined
     },
   }
   payments.outcomes.register(SONG_EFFECT, songOutcomes)
