@@ -150,6 +150,8 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
     readiness: { database: () => db.ping(), kv: () => kv.ping() },
     diagnostics: { settlements: () => stuckSettlements(db) },
   }
+  // The scheduler and probe listeners' /readyz detail: the above, and stuck refunds where this process sends them.
+  let diagnostics = deps.diagnostics
 
   const planned: { name: string; port: number; app: FastifyInstance }[] = []
   const has = (role: Role) => roles.includes(role)
@@ -189,6 +191,7 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
     const { chain } = payments
     const owed = scheduler
     registerRefundMetrics(metrics.registry, { standing: () => owed.refundStanding(), walletBalance: () => chain.balanceOf(chain.serviceAddress) })
+    diagnostics = { ...diagnostics, refunds: () => stuckRefunds({ standing: () => owed.refundStanding() }) }
     if (has('controller')) {
       const onError = (where: string, err: unknown) => logger.error({ err }, `controller: ${where}`)
       const make = () => {
@@ -264,7 +267,7 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
         // The executor is a readiness dependency of this listener only (the gateway and memory
         // listeners of the same process stay ready).
         ...(executorHealth ? { readiness: { ...deps.readiness, executor: () => executorHealth.readiness() }, executorHealth } : {}),
-        diagnostics: { ...deps.diagnostics, refunds: () => stuckRefunds({ standing: () => (scheduler as SchedulerService).refundStanding() }) },
+        diagnostics,
         payments,
         kv,
         service: scheduler,
@@ -284,7 +287,7 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
       metrics,
       bodyLimitBytes: config.bodyLimitBytes,
       readiness: deps.readiness,
-      diagnostics: scheduler ? { ...deps.diagnostics, refunds: () => stuckRefunds({ standing: () => (scheduler as SchedulerService).refundStanding() }) } : deps.diagnostics,
+      diagnostics,
     })
   if (has('media') && roles.length === 1) planned.push({ name: 'media', port: config.mediaPort, app: probeOnly('media') })
   if (has('controller') && roles.length === 1) planned.push({ name: 'controller', port: config.controllerPort, app: probeOnly('controller') })

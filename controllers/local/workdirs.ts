@@ -10,7 +10,7 @@ export const OWNER_FILE = 'owner.json'
 /** A run lasts at most maxRuntimeSec (≤ 24 h) + the install budget (default 300 s): 25 h is past any. */
 export const MAX_RUN_AGE_MS = 25 * 3600_000
 
-interface OwnerMarker {
+export interface OwnerMarker {
   pid: number
   host: string
   /** /proc/sys/kernel/random/boot_id: pids of another boot are all dead. */
@@ -26,7 +26,8 @@ export async function writeOwnerMarker(workDir: string): Promise<void> {
   await writeFile(path.join(workDir, OWNER_FILE), `${JSON.stringify(await ownerMarker())}\n`, { mode: 0o644 })
 }
 
-function ownerMarker(): Promise<OwnerMarker> {
+/** This process's marker (what its run dirs record). */
+export function ownerMarker(): Promise<OwnerMarker> {
   ownerMarkerCache ??= (async () => ({
     pid: process.pid,
     host: os.hostname(),

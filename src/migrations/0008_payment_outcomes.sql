@@ -11,8 +11,6 @@ alter table payment_reservations add column effect text;
 alter table payment_reservations add column protocol_version int4 not null default 0;
 alter table payment_reservations add column agent_id text;
 alter table payment_reservations add column decided_at timestamptz;
--- Reconciler passes that could not decide the row yet (RPC down, receipt not seen).
-alter table payment_reservations add column reconcile_attempts int4 not null default 0;
 drop index payment_reservations_pending;
 create index payment_reservations_open on payment_reservations (updated_at) where state in ('reserved', 'settling', 'pending');
 

@@ -114,7 +114,6 @@ export function createAccessControl(deps: AccessDeps) {
   async function runPaid(
     request: FastifyRequest,
     reply: FastifyReply,
-    quote: PriceQuote,
     authorized: AuthorizedPayment | undefined,
     undo: (() => Promise<void>)[],
     handler: OperationHandler,
@@ -144,7 +143,7 @@ export function createAccessControl(deps: AccessDeps) {
       if (decision.status === 'failed') {
         // The work bound to the payment was reversed in the decision's transaction.
         for (const step of undo) await step()
-        throw guard.paymentRequired(quote, 'settlement_failed', `Settlement failed: ${decision.reason}. Nothing was charged.`)
+        throw guard.paymentRequired(authorized.quote, 'settlement_failed', `Settlement failed: ${decision.reason}. Nothing was charged.`)
       }
       for (const [name, value] of Object.entries(headers)) reply.header(name, value)
       reply.header('cache-control', 'private')
@@ -235,7 +234,7 @@ export function createAccessControl(deps: AccessDeps) {
         replayKey: authorized?.payment.replayKey ?? null,
         bind: bindOf(authorized),
       }
-      return runPaid(request, reply, priceQuote, authorized, undo, handler)
+      return runPaid(request, reply, authorized, undo, handler)
     }
   }
 
@@ -261,7 +260,7 @@ export function createAccessControl(deps: AccessDeps) {
       reply.header('x-plan-id', debit.standing.planId)
       if (debit.standing.remainingMicros !== undefined) reply.header('x-plan-credit-remaining-micros', debit.standing.remainingMicros.toString())
       if (debit.standing.remainingCalls !== undefined) reply.header('x-plan-calls-remaining', String(debit.standing.remainingCalls))
-      return runPaid(request, reply, quoteOf(entry, request, cost), undefined, [debit.undo], handler)
+      return runPaid(request, reply, undefined, [debit.undo], handler)
     }
   }
 
@@ -272,7 +271,7 @@ export function createAccessControl(deps: AccessDeps) {
       const authorized = await guard.authorize(request.headers, quote, entry.spec.operationId)
       if (!authorized.payment.zeroValue) {
         await authorized.release()
-        throw guard.paymentRequired(quoteOf(entry, request, 0n), 'wrong_amount', 'This operation takes a $0 proof; nothing is charged')
+        throw guard.paymentRequired(quote, 'wrong_amount', 'This operation takes a $0 proof; nothing is charged')
       }
       request.payment = {
         protocol: authorized.payment.protocol,
@@ -282,7 +281,7 @@ export function createAccessControl(deps: AccessDeps) {
         includedUnits: 0,
         replayKey: authorized.payment.replayKey,
       }
-      return runPaid(request, reply, quote, authorized, [], handler)
+      return runPaid(request, reply, authorized, [], handler)
     }
   }
 

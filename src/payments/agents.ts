@@ -7,7 +7,7 @@ import { AppError } from '../platform/errors.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { PlanSpec } from '../catalog/types.ts'
 import type { OutcomeHandler } from './outcomes.ts'
-import { accessTokenCredential, credentialsOf, tokenOf, TOKEN_PREFIXES, type HeaderBag } from './credentials.ts'
+import { TOKEN_PREFIXES } from './credentials.ts'
 
 /** The outcome handler name of plan purchases (payment_reservations.effect). */
 export const PLAN_PURCHASE_EFFECT = 'plan.purchase'
@@ -35,15 +35,6 @@ export interface PlanStanding {
   purchaseId: string
   remainingMicros?: bigint
   remainingCalls?: number
-}
-
-/**
- * The buyer's access token (credentials.ts): `Svc-Agent-Authorization: Bearer` always;
- * `Authorization: Bearer` too, unless it carries an MPP proof (`Authorization: Payment`).
- * Undefined when absent or malformed (access.ts tells those apart).
- */
-export function accessTokenOf(headers: HeaderBag): string | undefined {
-  return tokenOf(accessTokenCredential(credentialsOf(headers)))
 }
 
 export interface AgentStore {

@@ -10,7 +10,7 @@ import { AppError } from '../platform/errors.ts'
 import type { Logger } from '../platform/logger.ts'
 import { formatUsd } from '../platform/money.ts'
 import type { Decision, PaymentOutcomes, Verdict } from './outcomes.ts'
-import { credentialsOf, paymentCredential, type HeaderBag, type PaymentCredential } from './credentials.ts'
+import { credentialsOf, paymentCredential, type HeaderBag } from './credentials.ts'
 import { PaymentRejected, type ChallengeParts, type PriceQuote, type Protocol, type SettlementOutcome, type VerifiedPayment } from './types.ts'
 
 /** One payment protocol as the guard sees it. */
@@ -21,16 +21,10 @@ export interface PaymentMethod {
   verify(credential: string, quote: PriceQuote): Promise<VerifiedPayment>
 }
 
-/** A payment credential of a request (credentials.ts reads them). */
-export type Credential = PaymentCredential
-
-/** The payment credential of a request, if any; two at once is a 400. */
-export function readCredential(headers: HeaderBag): Credential | undefined {
-  return paymentCredential(credentialsOf(headers))
-}
-
 export interface AuthorizedPayment {
   payment: VerifiedPayment
+  /** What it was authorized for (the 402 of a settlement that fails answers this quote). */
+  quote: PriceQuote
   /**
    * Inside the transaction that does the paid work: binds that work (the outcome handler named
    * `effect`, see outcomes.ts) to this payment and marks it as about to settle. From then on the
@@ -109,7 +103,7 @@ export function createPaymentGuard(deps: PaymentGuardDeps): PaymentGuard {
       `insert into payment_reservations (replay_key, protocol, protocol_version, payer, amount_micros, operation_id, agent_id, state, detail)
        values ($1, $2, $3, $4, $5, $6, $7, 'reserved', $8)
        on conflict (replay_key) do update set state = 'reserved', operation_id = excluded.operation_id, agent_id = excluded.agent_id,
-           detail = excluded.detail, effect = null, reference = null, decided_at = null, reconcile_attempts = 0, updated_at = now()
+           detail = excluded.detail, effect = null, reference = null, decided_at = null, updated_at = now()
          where payment_reservations.state = 'released'
        returning replay_key`,
       [payment.replayKey, payment.protocol, payment.version, payment.payer.toLowerCase(), payment.amountMicros, operationId, agentId ?? null, payment.detail],
@@ -133,7 +127,8 @@ export function createPaymentGuard(deps: PaymentGuardDeps): PaymentGuard {
     paymentRequired,
 
     async authorize(headers, quote, operationId, context) {
-      const credential = readCredential(headers)
+      // The payment credential of the request, if any; two at once is a 400.
+      const credential = paymentCredential(credentialsOf(headers))
       if (!credential) throw paymentRequired(quote)
       let payment: VerifiedPayment
       try {
@@ -158,6 +153,7 @@ export function createPaymentGuard(deps: PaymentGuardDeps): PaymentGuard {
       let done = false
       return {
         payment,
+        quote,
         async bind(tx, effect) {
           if (done || bound) throw new Error('payment already bound, committed or released')
           if (!(await markSettling(tx, payment.replayKey, effect))) throw lapsed(quote)
@@ -244,11 +240,8 @@ export function createPaymentGuard(deps: PaymentGuardDeps): PaymentGuard {
           logger.warn({ err: error, replayKey: row.replay_key }, 'could not reconcile a settlement yet')
           verdict = { status: 'pending' }
         }
-        if (verdict.status === 'pending') {
-          await db.query(`update payment_reservations set reconcile_attempts = reconcile_attempts + 1 where replay_key = $1`, [row.replay_key])
-          // Only a new broadcast (a reference we did not have) is worth recording.
-          if (!verdict.reference || verdict.reference === row.reference) continue
-        }
+        // Not decided yet: only a new broadcast (a reference we did not have) is worth recording.
+        if (verdict.status === 'pending' && (!verdict.reference || verdict.reference === row.reference)) continue
         const decision = await outcomes.decide(row.replay_key, verdict, 'reconciler')
         if (decision.status !== 'pending') changed += 1
       }

@@ -128,4 +128,3 @@ export async function openPayments(options: PaymentsOptions): Promise<Payments> 
 }
 
 export type { PaymentContext, QuoteFunction } from './access.ts'
-export { accessTokenOf } from './agents.ts'

@@ -1,25 +1,17 @@
-// Run work dirs left by a crashed process (controllers/local/sandbox.ts removeStaleWorkDirs): they
+// Run work dirs left by a crashed process (controllers/local/workdirs.ts removeStaleWorkDirs): they
 // are removed at start, but never one a live process may own: several controller processes (and
 // parallel tests) share the temp dir. Owner markers written here by hand, then a real crash: a
 // child process running a sandbox is SIGKILLed and its dir is swept, while a live run's is kept.
 import t, { type Test } from 'tap'
 import { spawn, spawnSync } from 'node:child_process'
-import { chmod, mkdir, mkdtemp, readdir, readFile, readlink, rm, utimes, writeFile } from 'node:fs/promises'
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, utimes, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { sandboxAvailable } from '../../controllers/local/sandbox.ts'
-import { MAX_RUN_AGE_MS, OWNER_FILE, removeStaleWorkDirs } from '../../controllers/local/workdirs.ts'
+import { MAX_RUN_AGE_MS, OWNER_FILE, ownerMarker, removeStaleWorkDirs } from '../../controllers/local/workdirs.ts'
 
-const self = {
-  pid: process.pid,
-  host: os.hostname(),
-  bootId: await readFile('/proc/sys/kernel/random/boot_id', 'utf8').then(
-    (text) => text.trim(),
-    () => null,
-  ),
-  pidNamespace: await readlink('/proc/self/ns/pid').catch(() => null),
-}
+const self = await ownerMarker()
 
 /** A pid that was alive a moment ago and is not now. */
 function deadPid(): number {
@@ -34,7 +26,7 @@ async function workRoot(t: Test): Promise<string> {
   return dir
 }
 
-async function runDir(root: string, name: string, owner?: Record<string, unknown> | string): Promise<string> {
+async function runDir(root: string, name: string, owner?: object | string): Promise<string> {
   const dir = path.join(root, name)
   await mkdir(path.join(dir, 'agw'), { recursive: true })
   if (owner !== undefined) await writeFile(path.join(dir, OWNER_FILE), typeof owner === 'string' ? owner : JSON.stringify(owner))
