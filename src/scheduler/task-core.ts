@@ -12,7 +12,7 @@ import { transition, type Effect, type TaskEvent, type TaskSnapshot, type Transi
 import { closeTaskEscrow, escrowFacts, type EscrowFacts } from './escrow-store.ts'
 import { normalizeOwner, type SchedulerMarketplace } from './marketplace.ts'
 import { ceilingOf, serializeHint, taskView, type TaskRow } from './records.ts'
-import type { Refunds } from './refunds.ts'
+import type { Refunds } from '../payments/refunds.ts'
 import type { TaskResources } from './task-resources.ts'
 
 /** What to do after the transaction commits. */

@@ -70,7 +70,7 @@ t.test('a refund the settler wallet cannot pay is retried, visible, and paid onc
   await db.query(`update scheduler_refunds set created_at = now() - interval '11 minutes'`)
   const ready = await proc.scheduler.inject({ method: 'GET', url: '/readyz' })
   t.equal(ready.statusCode, 200)
-  t.match(ready.json(), { status: 'ready', detail: { refunds: { stuck: 1, outstanding: 1, outstanding_micros: TASK_AMOUNT.toString(), oldest_task_id: taskId } } })
+  t.match(ready.json(), { status: 'ready', detail: { refunds: { stuck: 1, outstanding: 1, outstanding_micros: TASK_AMOUNT.toString(), oldest: taskId } } })
   t.equal(await metric('agent_gateway_refunds_stuck'), 1)
 
   // The operator tops up the float: the next pass pays, exactly once.

@@ -18,7 +18,7 @@ import { storeArtifact } from './artifacts.ts'
 import { callHelper, type MarketplaceConfig } from './call.ts'
 import { check, sendPublicFile } from './common.ts'
 import { requestContinuation } from './continuation.ts'
-import { egressPolicy, type EgressOptions } from './egress.ts'
+import { egressPolicy, type EgressOptions } from '../../platform/egress.ts'
 import { generateText, type LlmUpstreamConfig } from './llm.ts'
 import { authenticateRun, bearerToken, type HelperRun } from './run.ts'
 import {
@@ -51,7 +51,7 @@ import { resolveShortLink } from './siblings/urlshortener.ts'
 
 export type { LlmUpstreamConfig } from './llm.ts'
 export type { MarketplaceConfig } from './call.ts'
-export type { EgressOptions } from './egress.ts'
+export type { EgressOptions } from '../../platform/egress.ts'
 export type { ScreenshotConfig } from './siblings/types.ts'
 
 export interface HelperDeps {

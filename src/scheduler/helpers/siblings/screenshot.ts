@@ -15,7 +15,7 @@ import { chromium } from 'playwright-core'
 import { createEgressProxy } from '../../../../controllers/local/egress-proxy.ts'
 import { AppError } from '../../../platform/errors.ts'
 import { check, publishFile, randomId } from '../common.ts'
-import { EgressRefused, resolveTarget } from '../egress.ts'
+import { EgressRefused, resolveTarget } from '../../../platform/egress.ts'
 import type { SiblingContext, SiblingRoute } from './types.ts'
 
 export const DEFAULT_CHROMIUM_PATH = '/usr/bin/chromium'

@@ -7,7 +7,7 @@ import type { Db } from '../../../platform/db/index.ts'
 import { AppError } from '../../../platform/errors.ts'
 import type { Logger } from '../../../platform/logger.ts'
 import type { SchedulerRates } from '../../domain/rates.ts'
-import type { EgressPolicy } from '../egress.ts'
+import type { EgressPolicy } from '../../../platform/egress.ts'
 
 export interface ScreenshotConfig {
   /** Chromium binary; default env CHROMIUM_PATH, else /usr/bin/chromium. */

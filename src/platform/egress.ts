@@ -1,15 +1,15 @@
-// Outbound HTTP of the helpers to places a task names (marketplace capabilities, screenshot
-// targets) follows the sandbox egress rule: the host is resolved here, loopback / private /
-// link-local (cloud metadata) / reserved addresses and this host's own addresses are refused
-// after resolution, and the connection goes to exactly the address that was checked, so DNS
-// rebinding cannot slip a private address in. Exact `host:port` pairs in `allow` are exempt (an
-// operator's internal capability; tests reaching 127.0.0.1).
+// Outbound HTTP to places a caller names (a task's marketplace capabilities and screenshot
+// targets, an upstream's audio URL) follows the sandbox egress rule: the host is resolved here,
+// loopback / private / link-local (cloud metadata) / reserved addresses and this host's own
+// addresses are refused after resolution, and the connection goes to exactly the address that was
+// checked, so DNS rebinding cannot slip a private address in. Exact `host:port` pairs in `allow`
+// are exempt (an operator's internal service; tests reaching 127.0.0.1).
 import dns from 'node:dns/promises'
 import http from 'node:http'
 import https from 'node:https'
 import net from 'node:net'
 import os from 'node:os'
-import { isPrivateAddress } from '../../../controllers/local/egress-proxy.ts'
+import { isPrivateAddress } from './addresses.ts'
 
 export interface EgressOptions {
   /** `host:port` pairs (as the URL names them) exempt from the address rule. */

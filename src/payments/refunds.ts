@@ -1,7 +1,9 @@
-// On-chain refunds of closed direct-rail escrows, as an outbox of signed transactions.
+// On-chain refunds as an outbox of signed transactions: the scheduler's closed direct-rail
+// escrows, and the media role's undelivered songs, each in its own table of the same shape.
 //
-// A refund row is written in the transaction that closes the escrow (never above what the task
-// received on-chain: the ledger only holds settled charges). Sending it is at-least-once work
+// A refund row is written in the transaction that decides it is owed (an escrow closing, never
+// above what the task received on-chain; a settled song payment whose candidates were not all
+// delivered). Sending it is at-least-once work
 // made exactly-once by the chain: the transfer is signed, its hash/nonce/bytes stored, and only
 // then broadcast. Whoever picks the row up later (after a crash, a timeout, an RPC outage) asks
 // the chain about that exact transaction: mined → done; its nonce used by another transaction →
@@ -14,8 +16,8 @@
 import { Gauge, type Registry } from 'prom-client'
 import type { Db } from '../platform/db/index.ts'
 import type { Logger } from '../platform/logger.ts'
-import type { ChainPort } from '../payments/chain/types.ts'
-import type { Address, Hex } from '../payments/types.ts'
+import type { ChainPort } from './chain/types.ts'
+import type { Address, Hex } from './types.ts'
 
 /** First retry after 5 s, doubling up to every 10 minutes. */
 const BACKOFF_BASE_MS = 5_000
@@ -25,6 +27,14 @@ const LEASE_MS = 2 * 60_000
 /** A refund not confirmed this long after its escrow closed is reported as stuck. */
 export const REFUND_STUCK_AFTER_MS = 10 * 60_000
 
+/**
+ * Which outbox table a Refunds instance sends from, and the column that names a refund in it.
+ * Identifiers, not values: only these pairs exist (each table has the columns of scheduler_refunds).
+ */
+export type RefundOutbox = { table: 'scheduler_refunds'; key: 'task_id' } | { table: 'media_refunds'; key: 'replay_key' }
+export const SCHEDULER_REFUNDS: RefundOutbox = { table: 'scheduler_refunds', key: 'task_id' }
+export const MEDIA_REFUNDS: RefundOutbox = { table: 'media_refunds', key: 'replay_key' }
+
 export type RefundState = 'pending' | 'sending' | 'confirmed' | 'failed'
 
 export interface RefundStanding {
@@ -33,13 +43,14 @@ export interface RefundStanding {
   outstandingMicros: bigint
   /** Outstanding for longer than REFUND_STUCK_AFTER_MS. */
   stuck: number
-  oldestStuckTaskId: string | null
+  /** The key (task id, payment replay key) of the oldest stuck refund. */
+  oldestStuckKey: string | null
   lastError: string | null
 }
 
 export interface Refunds {
-  /** Sends (or resumes) the refund of one task if it is due; returns its state afterwards. */
-  send(taskId: string): Promise<RefundState | undefined>
+  /** Sends (or resumes) the refund under one key if it is due; returns its state afterwards. */
+  send(key: string): Promise<RefundState | undefined>
   /** Every refund that is due; returns how many were attempted. */
   retryDue(): Promise<number>
   /** Refunds whose sender died before `before` are due now (no waiting for the lease). */
@@ -49,7 +60,6 @@ export interface Refunds {
 
 interface RefundRow {
   [column: string]: unknown
-  task_id: string
   to_address: string
   amount_micros: bigint
   state: RefundState
@@ -63,33 +73,34 @@ export function backoffMs(attempts: number): number {
   return Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** Math.max(0, attempts - 1))
 }
 
-export function createRefunds(deps: { db: Db; chain: Pick<ChainPort, 'transfer' | 'resend'>; logger: Logger }): Refunds {
+export function createRefunds(deps: { db: Db; chain: Pick<ChainPort, 'transfer' | 'resend'>; logger: Logger; outbox?: RefundOutbox }): Refunds {
   const { db, chain, logger } = deps
+  const { table, key: column } = deps.outbox ?? SCHEDULER_REFUNDS
 
   async function settle(
-    taskId: string,
+    key: string,
     state: 'confirmed' | 'failed' | 'sending',
     fields: { txHash?: string | null; error?: string | null; attempts: number; clearSigned?: boolean },
   ): Promise<void> {
     const retryIn = state === 'confirmed' ? 0 : backoffMs(fields.attempts)
     await db.query(
-      `update scheduler_refunds
+      `update ${table}
           set state = $2, tx_hash = coalesce($3, tx_hash), error = $4, updated_at = now(),
               confirmed_at = case when $2 = 'confirmed' then now() else confirmed_at end,
               next_attempt_at = now() + make_interval(secs => $5),
               raw_tx = case when $6 then null else raw_tx end, tx_nonce = case when $6 then null else tx_nonce end
-        where task_id = $1`,
-      [taskId, state, fields.txHash ?? null, fields.error ?? null, retryIn / 1000, fields.clearSigned === true],
+        where ${column} = $1`,
+      [key, state, fields.txHash ?? null, fields.error ?? null, retryIn / 1000, fields.clearSigned === true],
     )
   }
 
-  async function send(taskId: string): Promise<RefundState | undefined> {
+  async function send(key: string): Promise<RefundState | undefined> {
     // The claim is a lease: a sender that dies mid-way is resumed by the next one after LEASE_MS.
     const claimed = await db.query<RefundRow>(
-      `update scheduler_refunds set state = 'sending', attempts = attempts + 1, updated_at = now(), next_attempt_at = now() + make_interval(secs => $2)
-        where task_id = $1 and state <> 'confirmed' and next_attempt_at <= now()
+      `update ${table} set state = 'sending', attempts = attempts + 1, updated_at = now(), next_attempt_at = now() + make_interval(secs => $2)
+        where ${column} = $1 and state <> 'confirmed' and next_attempt_at <= now()
         returning *`,
-      [taskId, LEASE_MS / 1000],
+      [key, LEASE_MS / 1000],
     )
     const refund = claimed[0]
     if (refund === undefined) return undefined
@@ -98,39 +109,39 @@ export function createRefunds(deps: { db: Db; chain: Pick<ChainPort, 'transfer' 
       if (refund.raw_tx !== null && refund.tx_hash !== null && refund.tx_nonce !== null) {
         const resumed = await chain.resend({ hash: refund.tx_hash as Hex, nonce: Number(refund.tx_nonce), raw: refund.raw_tx as Hex }, { to, value: refund.amount_micros })
         if (resumed.status === 'confirmed') {
-          await settle(taskId, 'confirmed', { txHash: resumed.txHash, attempts: refund.attempts })
+          await settle(key, 'confirmed', { txHash: resumed.txHash, attempts: refund.attempts })
           return 'confirmed'
         }
         if (resumed.status === 'pending') {
-          await settle(taskId, 'sending', { error: 'receipt pending', attempts: refund.attempts })
+          await settle(key, 'sending', { error: 'receipt pending', attempts: refund.attempts })
           return 'sending'
         }
         // Reverted, or its nonce went to another transaction: nothing moved; sign a new one below.
-        logger.warn({ taskId, txHash: refund.tx_hash, outcome: resumed.status }, 'refund transaction will never be mined; signing a new one')
-        await db.query(`update scheduler_refunds set raw_tx = null, tx_nonce = null where task_id = $1`, [taskId])
+        logger.warn({ key, txHash: refund.tx_hash, outcome: resumed.status }, 'refund transaction will never be mined; signing a new one')
+        await db.query(`update ${table} set raw_tx = null, tx_nonce = null where ${column} = $1`, [key])
       }
       const result = await chain.transfer(to, refund.amount_micros, {
         onSigned: async (tx) => {
-          await db.query(`update scheduler_refunds set tx_hash = $2, tx_nonce = $3, raw_tx = $4 where task_id = $1`, [taskId, tx.hash, tx.nonce, tx.raw])
+          await db.query(`update ${table} set tx_hash = $2, tx_nonce = $3, raw_tx = $4 where ${column} = $1`, [key, tx.hash, tx.nonce, tx.raw])
         },
       })
       if (result.status === 'confirmed') {
-        await settle(taskId, 'confirmed', { txHash: result.txHash, attempts: refund.attempts })
+        await settle(key, 'confirmed', { txHash: result.txHash, attempts: refund.attempts })
         return 'confirmed'
       }
       if (result.status === 'pending') {
         // Broadcast, receipt not seen: the stored transaction is resumed on the next attempt.
-        await settle(taskId, 'sending', { txHash: result.txHash, error: 'receipt pending', attempts: refund.attempts })
+        await settle(key, 'sending', { txHash: result.txHash, error: 'receipt pending', attempts: refund.attempts })
         return 'sending'
       }
-      logger.warn({ taskId, reason: result.reason, attempts: refund.attempts }, 'refund not sent; retried with back-off')
-      await settle(taskId, 'failed', { error: result.reason, attempts: refund.attempts, clearSigned: true })
+      logger.warn({ key, reason: result.reason, attempts: refund.attempts }, 'refund not sent; retried with back-off')
+      await settle(key, 'failed', { error: result.reason, attempts: refund.attempts, clearSigned: true })
       return 'failed'
     } catch (error) {
       // The chain could not be asked (RPC down): the row keeps any signed transaction, which the
       // next attempt resumes before it would sign another.
-      logger.warn({ err: error, taskId }, 'refund attempt failed; retried with back-off')
-      await settle(taskId, 'failed', { error: String((error as Error).message ?? error), attempts: refund.attempts })
+      logger.warn({ err: error, key }, 'refund attempt failed; retried with back-off')
+      await settle(key, 'failed', { error: String((error as Error).message ?? error), attempts: refund.attempts })
       return 'failed'
     }
   }
@@ -140,14 +151,14 @@ export function createRefunds(deps: { db: Db; chain: Pick<ChainPort, 'transfer' 
 
     /** Refunds a dead process was sending: resumed now rather than when its lease runs out. */
     async resumeOrphans(before: Date) {
-      await db.query(`update scheduler_refunds set next_attempt_at = now() where state = 'sending' and updated_at < $1`, [before])
+      await db.query(`update ${table} set next_attempt_at = now() where state = 'sending' and updated_at < $1`, [before])
     },
 
     async retryDue() {
-      const rows = await db.query<{ task_id: string }>(
-        `select task_id from scheduler_refunds where state <> 'confirmed' and next_attempt_at <= now() order by next_attempt_at limit 200`,
+      const rows = await db.query<{ key: string }>(
+        `select ${column} as key from ${table} where state <> 'confirmed' and next_attempt_at <= now() order by next_attempt_at limit 200`,
       )
-      for (const row of rows) await send(row.task_id)
+      for (const row of rows) await send(row.key)
       return rows.length
     },
 
@@ -155,9 +166,9 @@ export function createRefunds(deps: { db: Db; chain: Pick<ChainPort, 'transfer' 
       const rows = await db.query<{ outstanding: bigint; micros: bigint | null; stuck: bigint; oldest: string | null; last_error: string | null }>(
         `select count(*)::int8 as outstanding, sum(amount_micros)::int8 as micros,
                 count(*) filter (where created_at < now() - make_interval(secs => $1))::int8 as stuck,
-                (select task_id from scheduler_refunds where state <> 'confirmed' and created_at < now() - make_interval(secs => $1) order by created_at limit 1) as oldest,
-                (select error from scheduler_refunds where state <> 'confirmed' and error is not null order by updated_at desc limit 1) as last_error
-           from scheduler_refunds where state <> 'confirmed'`,
+                (select ${column} as key from ${table} where state <> 'confirmed' and created_at < now() - make_interval(secs => $1) order by created_at limit 1) as oldest,
+                (select error from ${table} where state <> 'confirmed' and error is not null order by updated_at desc limit 1) as last_error
+           from ${table} where state <> 'confirmed'`,
         [REFUND_STUCK_AFTER_MS / 1000],
       )
       const row = rows[0]
@@ -165,7 +176,7 @@ export function createRefunds(deps: { db: Db; chain: Pick<ChainPort, 'transfer' 
         outstanding: Number(row?.outstanding ?? 0n),
         outstandingMicros: row?.micros ?? 0n,
         stuck: Number(row?.stuck ?? 0n),
-        oldestStuckTaskId: row?.oldest ?? null,
+        oldestStuckKey: row?.oldest ?? null,
         lastError: row?.last_error ?? null,
       }
     },
@@ -225,9 +236,9 @@ export async function stuckRefunds(refunds: Pick<Refunds, 'standing'>): Promise<
     stuck: standing.stuck,
     outstanding: standing.outstanding,
     outstanding_micros: standing.outstandingMicros.toString(),
-    oldest_task_id: standing.oldestStuckTaskId,
+    oldest: standing.oldestStuckKey,
     last_error: standing.lastError,
     detail:
-      'Refunds not confirmed 10 minutes after their escrow closed; they are retried until confirmed. Check the refund wallet balance (agent_gateway_refund_capacity_micros) and the chain RPC.',
+      'Refunds not confirmed 10 minutes after they were owed; they are retried until confirmed. Check the refund wallet balance (agent_gateway_refund_capacity_micros) and the chain RPC.',
   }
 }
