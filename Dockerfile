@@ -32,6 +32,14 @@ LABEL org.opencontainers.image.title="agent-gateway" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}"
 
+# The media role's tools, from Debian: ffmpeg (decoding, MP3 encoding, loudness), fluidsynth and
+# the General MIDI soundfont fluid-soundfont-gm (the offline song composer, SOUNDFONT_PATH), and
+# espeak-ng (offline speech). Every role shares the one image, so they are here for all of them.
+# --no-install-recommends keeps audio servers and X out; the package lists are not kept.
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ffmpeg fluidsynth fluid-soundfont-gm espeak-ng \
+ && rm -rf /var/lib/apt/lists/*
+
 # A fixed non-root uid/gid (the chart's securityContext uses 10001); files stay root-owned and
 # read-only to it. DATA_DIR is the only place it writes (an emptyDir or volume in Kubernetes).
 RUN groupadd --system --gid 10001 agw \

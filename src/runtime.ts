@@ -20,11 +20,11 @@ import type { ServiceAppDeps } from './catalog/service-app.ts'
 import { buildGatewayApp, GATEWAY_OPERATIONS } from './gateway/app.ts'
 import { buildSchedulerApp, SCHEDULER_OPERATIONS } from './scheduler/app.ts'
 import { createSchedulerService, SCHEDULER_CHARGE_EFFECT, type EnvSecretsPort, type SchedulerService } from './scheduler/service.ts'
-import { registerRefundMetrics, stuckRefunds } from './payments/refunds.ts'
+import { registerRefundMetrics, stuckRefunds, type RefundStanding } from './payments/refunds.ts'
 import { registerPaymentMetrics, stuckSettlements } from './payments/outcomes.ts'
 import { createSchedulerSecrets, schedulerMasterKey } from './scheduler/secrets.ts'
 import { DEFAULT_RATES } from './scheduler/domain/rates.ts'
-import { createLocalBlobStore } from './platform/blobs.ts'
+import { openBlobStore } from './platform/blob-store.ts'
 import { tempoClientFromUrl } from './payments/mpp/index.ts'
 import { PostgresResourceStore } from '../controllers/local/postgres-store.ts'
 import { TaskController } from '../controllers/task-controller.ts'
@@ -35,6 +35,11 @@ import { removeStaleWorkDirs } from '../controllers/local/workdirs.ts'
 import { createExecutorHealth, formatReport, type ExecutorHealthMonitor, type PrerequisiteReport } from '../controllers/local/prerequisites.ts'
 import { registerHelperRoutes, registerSiblingPublicRoutes } from './scheduler/helpers/index.ts'
 import { buildMemoryApp, MEMORY_OPERATIONS } from './memory/app.ts'
+import { createMediaService, type MediaClient, type MediaService } from './media/service.ts'
+import { createHttpMediaClient } from './media/client.ts'
+import { buildMediaApp } from './media/app.ts'
+import { registerMediaSales } from './gateway/media-sales.ts'
+import { ConfigError } from './platform/config.ts'
 import type { ResourceStore, RunExecutor, RunResource, TaskResource } from './scheduler/contract/index.ts'
 
 export const ROLES = ['gateway', 'scheduler-api', 'controller', 'media', 'memory'] as const
@@ -161,7 +166,9 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
   let controllers: Running['controllers']
   let refundTimer: NodeJS.Timeout | undefined
   let elector: { start(): void; stop(): Promise<void> } | undefined
-  const blobs = createLocalBlobStore(config.blobDir)
+  const blobs = openBlobStore(config)
+  // Refund outboxes this process sends from (scheduler escrows, media sales): one set of gauges.
+  const refundStandings: (() => Promise<RefundStanding>)[] = []
   if ((has('scheduler-api') || has('controller')) && payments) {
     const backend = await schedulerBackend(config, db)
     if (has('controller') && config.schedulerExecutor === 'local') {
@@ -188,9 +195,8 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
     })
     // Escrow payments are decided by this process's requests or its reconciler pass, whichever first.
     payments.outcomes.register(SCHEDULER_CHARGE_EFFECT, scheduler.chargeOutcomes)
-    const { chain } = payments
     const owed = scheduler
-    registerRefundMetrics(metrics.registry, { standing: () => owed.refundStanding(), walletBalance: () => chain.balanceOf(chain.serviceAddress) })
+    refundStandings.push(() => owed.refundStanding())
     diagnostics = { ...diagnostics, refunds: () => stuckRefunds({ standing: () => owed.refundStanding() }) }
     if (has('controller')) {
       const onError = (where: string, err: unknown) => logger.error({ err }, `controller: ${where}`)
@@ -244,7 +250,52 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
       refundTimer.unref()
     }
   }
-  if (has('gateway') && payments) planned.push({ name: 'gateway', port: config.gatewayPort, app: buildGatewayApp({ ...deps, payments, mailer }) })
+  // Media: in this process when the role runs here, or when the gateway runs without MEDIA_URL.
+  let media: MediaService | undefined
+  let mediaRefundTimer: NodeJS.Timeout | undefined
+  if (has('media') || (has('gateway') && !config.mediaUrl)) {
+    media = createMediaService({
+      blobs,
+      logger,
+      publicMediaUrl: config.publicMediaUrl,
+      concurrency: config.mediaConcurrency,
+      analysisThreads: config.mediaAnalysisThreads,
+      soundfont: config.soundfontPath,
+      song: config.songUpstreamUrl ? { url: config.songUpstreamUrl, apiKey: config.songUpstreamApiKey, model: config.songUpstreamModel } : undefined,
+      speech: config.speechUpstreamUrl ? { url: config.speechUpstreamUrl, apiKey: config.speechUpstreamApiKey, model: config.speechUpstreamModel } : undefined,
+      upstreamTimeoutMs: config.mediaUpstreamTimeoutMs,
+      upstreamRetries: config.mediaUpstreamRetries,
+    })
+    // A missing tool is said once with its fix; the rest of the product runs, songs/speech answer 503.
+    const tools = media
+    void tools.prerequisites().then((missing) => {
+      if (missing) logger.warn(missing, 'media: tools missing; songs and speech answer 503 until they are installed')
+    })
+  }
+  if (has('gateway') && payments) {
+    // Songs and speech are sold here: their sales are decided with their payments, and the
+    // undelivered part of a settled sale is refunded from the media refund outbox.
+    const mediaRefunds = registerMediaSales({ db, payments, logger })
+    if (orphans.orphanedBefore) await mediaRefunds.resumeOrphans(orphans.orphanedBefore)
+    mediaRefundTimer = setInterval(() => {
+      mediaRefunds.retryDue().catch((error: unknown) => logger.error({ err: error }, 'media refund pass failed'))
+    }, 15_000)
+    mediaRefundTimer.unref()
+    refundStandings.push(() => mediaRefunds.standing())
+    const client: MediaClient = config.mediaUrl ? createHttpMediaClient({ url: config.mediaUrl, token: config.mediaInternalToken as string }) : (media as MediaService)
+    planned.push({
+      name: 'gateway',
+      port: config.gatewayPort,
+      app: buildGatewayApp({
+        ...deps,
+        diagnostics: { ...deps.diagnostics, mediaRefunds: () => stuckRefunds({ standing: () => mediaRefunds.standing() }) },
+        payments,
+        mailer,
+        db,
+        media: { client, hostedBlobs: config.mediaUrl ? undefined : blobs },
+      }),
+    })
+  }
   if (has('scheduler-api') && payments && scheduler) {
     const helperDeps = {
       db,
@@ -279,6 +330,10 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
     })
   }
   if (has('memory') && payments) planned.push({ name: 'memory', port: config.memoryPort, app: buildMemoryApp({ ...deps, payments }) })
+  if (payments && refundStandings.length > 0) {
+    const { chain } = payments
+    registerRefundMetrics(metrics.registry, { standing: () => combinedStanding(refundStandings), walletBalance: () => chain.balanceOf(chain.serviceAddress) })
+  }
   // Media and controller serve no public API; on their own they still need probes and /metrics.
   const probeOnly = (name: string) =>
     createHttpApp({
@@ -289,13 +344,33 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
       readiness: deps.readiness,
       diagnostics,
     })
-  if (has('media') && roles.length === 1) planned.push({ name: 'media', port: config.mediaPort, app: probeOnly('media') })
+  if (has('media') && !has('gateway') && media) {
+    if (!config.mediaInternalToken) throw new ConfigError('MEDIA_INTERNAL_TOKEN', 'is required when the media role runs without the gateway (the gateway presents it)')
+    const service = media
+    planned.push({
+      name: 'media',
+      port: config.mediaPort,
+      app: buildMediaApp({
+        name: 'media',
+        logger,
+        metrics,
+        bodyLimitBytes: config.bodyLimitBytes,
+        readiness: deps.readiness,
+        diagnostics: { ...diagnostics, tools: () => service.prerequisites() },
+        service,
+        blobs,
+        internalToken: config.mediaInternalToken,
+      }),
+    })
+  }
   if (has('controller') && roles.length === 1) planned.push({ name: 'controller', port: config.controllerPort, app: probeOnly('controller') })
 
   await executorChecked
   const listeners: Listener[] = []
   const stopAll = async () => {
     if (refundTimer) clearInterval(refundTimer)
+    if (mediaRefundTimer) clearInterval(mediaRefundTimer)
+    await media?.close().catch(() => {})
     if (elector) await elector.stop().catch(() => {})
     if (controllers) await Promise.allSettled([controllers.tasks.stop(), controllers.runs.stop()])
     await Promise.allSettled(planned.map((entry) => entry.app.close()))
@@ -355,6 +430,18 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
       })()
       return stopping
     },
+  }
+}
+
+/** The refund outboxes of this process as one standing (sums; the oldest stuck key of the first that has one). */
+async function combinedStanding(sources: (() => Promise<RefundStanding>)[]): Promise<RefundStanding> {
+  const standings = await Promise.all(sources.map((source) => source()))
+  return {
+    outstanding: standings.reduce((sum, standing) => sum + standing.outstanding, 0),
+    outstandingMicros: standings.reduce((sum, standing) => sum + standing.outstandingMicros, 0n),
+    stuck: standings.reduce((sum, standing) => sum + standing.stuck, 0),
+    oldestStuckKey: standings.find((standing) => standing.oldestStuckKey !== null)?.oldestStuckKey ?? null,
+    lastError: standings.find((standing) => standing.lastError !== null)?.lastError ?? null,
   }
 }
 

@@ -5,7 +5,7 @@ import type { Meter, OperationSpec, PlanSpec, Registry, ServiceSpec } from './ty
 import { CursorQuery, ProblemSchema } from './schemas/common.ts'
 import { ReviewRequest, ReviewSession } from './schemas/reviews.ts'
 import { SongRequest, SongResult } from './schemas/songs.ts'
-import { SpeechRequest, SpeechResult } from './schemas/speech.ts'
+import { SPEECH_MAX_CHARACTERS, SPEECH_VOICES, SpeechRequest, SpeechResult } from './schemas/speech.ts'
 import { ClaimStarted, ClaimStartRequest, ClaimVerified, ClaimVerifyRequest, Guide, GuideQuery, GuideRequest, PlanIdParams, PlanPurchase, Registration } from './schemas/gateway.ts'
 import {
   Account,
@@ -195,10 +195,11 @@ const songs: ServiceSpec = {
 const speech: ServiceSpec = {
   slug: 'speechmodel-3.1-flash-tts',
   title: 'Speech generation (speechmodel-3.1-flash-tts)',
-  description: 'Converts text to speech and returns a hosted WAV (24 kHz mono). 0.010000 USD per request.',
+  description: 'Converts text to speech and returns a hosted WAV (24 kHz mono 16-bit). 0.015000 USD per started 1,000 characters of input.',
   server: 'gateway',
   access: 'payg',
-  meter: { name: 'speech', unit: 'request', unitPriceMicros: 10_000n, includedUnits: 0 },
+  // The going rate of hosted TTS APIs (about 15 USD per million characters for standard voices).
+  meter: { name: 'speech-characters', unit: '1000 characters', unitPriceMicros: 15_000n, includedUnits: 0 },
   plans: [],
   operations: [
     {
@@ -209,13 +210,14 @@ const speech: ServiceSpec = {
       path: '/api/v1/audio/speech/speechmodel-3.1-flash-tts',
       summary: 'Text to speech: synthesize spoken audio (WAV) from text',
       description:
-        'Converts text (1 to 5000 characters) to speech and returns the hosted audio URL (WAV, 24 kHz mono) with size, duration, model and the USDC amount charged. ' +
-        'Optional voice and speed (0.5 to 2). Price: 0.010000 USD per request (meter speech, no free units). ' +
+        `Converts input text (1 to ${SPEECH_MAX_CHARACTERS} characters) to speech and returns the hosted audio URL (WAV, 24 kHz mono 16-bit) with size, duration, voice, model and the USDC amount charged. ` +
+        `Optional voice (${SPEECH_VOICES.join(', ')}; default alloy) and speed (0.5 to 2). ` +
+        'Price: 0.015000 USD per started 1,000 characters of input (15000 micros; 1 to 1,000 characters cost 0.015000, 1,001 to 2,000 cost 0.030000); no free units. ' +
         PAYG_HOW,
       tags: ['audio'],
       access: 'payg',
       proof: 'payment',
-      pricing: { kind: 'per-unit' },
+      pricing: { kind: 'per-unit', unitsFromText: { field: 'input', perCharacters: 1000 }, maxUnits: Math.ceil(SPEECH_MAX_CHARACTERS / 1000) },
       schemas: { body: SpeechRequest, response: { 200: SpeechResult, 402: problem } },
       keywords: ['tts', 'text to speech', 'voice', 'speak', 'narration', 'read aloud', 'voiceover', 'wav', 'audio'],
     },

@@ -26,8 +26,11 @@ export type PaymentProtocol = 'x402' | 'mpp'
 /** How the price of one call is found. Money is integer micros (1 USD = 1,000,000). */
 export type Pricing =
   | { kind: 'free' }
-  /** unitPrice × units; units read from a body field (default 1). */
-  | { kind: 'per-unit'; unitsFromBody?: string; defaultUnits?: number; maxUnits?: number }
+  /**
+   * unitPrice × units; units read from a body field (default 1), or counted from a text field as
+   * started blocks of `perCharacters` characters (Unicode code points), at least 1.
+   */
+  | { kind: 'per-unit'; unitsFromBody?: string; defaultUnits?: number; maxUnits?: number; unitsFromText?: { field: string; perCharacters: number } }
   /** The caller names the amount in a header (scheduler escrow, memory deposits). */
   | { kind: 'amount-header'; header: string }
   /** Debited from a plan's credit per call; never answers 402. */

@@ -1,26 +1,77 @@
 // The {base_url} application: discovery surface, registration and claims, plan purchase, the
-// advisor, and the dev-only faucet and outbox of the embedded default.
+// advisor, songs and speech (sold here, made by the media role), the hosted audio when the media
+// role shares this process, and the dev-only faucet and outbox of the embedded default.
 import type { FastifyInstance } from 'fastify'
 import { createServiceApp, type ServiceAppDeps } from '../catalog/service-app.ts'
-import { guideHandlers, type OperationHandler } from '../catalog/routes.ts'
+import { guideHandlers, type AccessWrapper, type OperationHandler } from '../catalog/routes.ts'
+import type { BlobStore } from '../platform/blobs.ts'
+import type { Db } from '../platform/db/index.ts'
+import { AppError } from '../platform/errors.ts'
 import type { Mailer } from '../platform/mailer.ts'
 import type { Payments } from '../payments/index.ts'
+import { registerAudioHosting } from '../media/hosting.ts'
+import { checkSongRequest, type SongShape } from '../media/request-rules.ts'
+import type { MediaClient } from '../media/service.ts'
 import { gatewayHandlers, registerDevRoutes } from './handlers.ts'
+import { mediaHandlers } from './media-handlers.ts'
 
 /** Operations this role answers today; the rest of the gateway's registry answers 501. */
-export const GATEWAY_OPERATIONS = ['getAgentGuide', 'postAgentGuide', 'postAgentQuote', 'registerAgent', 'startAgentClaim', 'verifyAgentClaim', 'purchasePlan'] as const
+export const GATEWAY_OPERATIONS = [
+  'getAgentGuide',
+  'postAgentGuide',
+  'postAgentQuote',
+  'registerAgent',
+  'startAgentClaim',
+  'verifyAgentClaim',
+  'purchasePlan',
+  'generateSongs',
+  'synthesizeSpeech',
+] as const
 
 export interface GatewayDeps extends ServiceAppDeps {
   payments: Payments
   mailer: Mailer
+  db: Db
+  media: {
+    client: MediaClient
+    /** Set when the media role runs in this process: its hosted audio is served here too. */
+    hostedBlobs?: BlobStore | undefined
+  }
 }
 
 export function buildGatewayApp(deps: GatewayDeps): FastifyInstance {
+  const meterPrice = (slug: string) => deps.catalog.registry.services.find((service) => service.slug === slug)?.meter?.unitPriceMicros ?? 0n
   const handlers: Record<(typeof GATEWAY_OPERATIONS)[number], OperationHandler> = {
     ...guideHandlers(deps.catalog),
     ...gatewayHandlers({ catalog: deps.catalog, payments: deps.payments, mailer: deps.mailer }),
+    ...mediaHandlers({ db: deps.db, media: deps.media.client, prices: { song: meterPrice('songmodel-3-pro'), speech: meterPrice('speechmodel-3.1-flash-tts') } }),
   }
-  const app = createServiceApp('gateway', deps, handlers, deps.payments.access.wrap)
+  // Checked before the access rule, so nobody meets a 402 for work that would be refused after
+  // payment: the rules a body's schema cannot state (400 naming the field), and the media tools
+  // (503 with the command that installs them).
+  const client = deps.media.client
+  const ready = async (kind: 'song' | 'speech') => {
+    const missing = await client.unavailable?.(kind)
+    if (missing) throw new AppError('media_unavailable', `${kind === 'song' ? 'Songs' : 'Speech'} cannot be made on this server right now: ${missing}. Nothing was charged.`)
+  }
+  const prechecks: Record<string, (body: unknown) => Promise<void>> = {
+    generateSongs: async (body) => {
+      checkSongRequest(body as SongShape)
+      await ready('song')
+    },
+    synthesizeSpeech: () => ready('speech'),
+  }
+  const wrap: AccessWrapper = (entry, handler) => {
+    const paid = deps.payments.access.wrap(entry, handler)
+    const precheck = prechecks[entry.spec.operationId]
+    if (precheck === undefined) return paid
+    return async (request, reply) => {
+      await precheck(request.body)
+      return paid(request, reply)
+    }
+  }
+  const app = createServiceApp('gateway', deps, handlers, wrap)
+  if (deps.media.hostedBlobs) registerAudioHosting(app, { blobs: deps.media.hostedBlobs })
   registerDevRoutes(app, { payments: deps.payments, mailer: deps.mailer })
   return app
 }

@@ -33,6 +33,11 @@ export interface PaymentContext {
   bind?: (tx: Queryable, effect: string) => Promise<void>
   /** Renders the answer once the payment is decided (default: the handler's result as it is). */
   present?: (decision: Decision) => Promise<unknown>
+  /**
+   * Set by a handler whose delivered work turned out to cost nothing (the free units covered
+   * everything it delivered): the payment is released instead of settled. Never after bind.
+   */
+  waived?: boolean
 }
 
 declare module 'fastify' {
@@ -131,6 +136,10 @@ export function createAccessControl(deps: AccessDeps) {
       for (const step of undo) await step()
       return result
     }
+    if (authorized && request.payment?.waived) {
+      await authorized.release('the delivered work cost nothing')
+      return result
+    }
     if (authorized) {
       let settled: Awaited<ReturnType<AuthorizedPayment['commit']>>
       try {
@@ -172,8 +181,11 @@ export function createAccessControl(deps: AccessDeps) {
         amount = await quote(request)
       } else if (pricing.kind === 'per-unit') {
         if (!meter) throw new Error(`${spec.operationId}: per-unit pricing without a meter`)
-        const raw = pricing.unitsFromBody ? (request.body as Record<string, unknown> | undefined)?.[pricing.unitsFromBody] : undefined
+        const body = request.body as Record<string, unknown> | undefined
+        const raw = pricing.unitsFromBody ? body?.[pricing.unitsFromBody] : undefined
         units = typeof raw === 'number' && Number.isInteger(raw) && raw > 0 ? raw : (pricing.defaultUnits ?? 1)
+        const text = pricing.unitsFromText ? body?.[pricing.unitsFromText.field] : undefined
+        if (pricing.unitsFromText && typeof text === 'string') units = Math.max(1, Math.ceil([...text].length / pricing.unitsFromText.perCharacters))
         amount = BigInt(units) * meter.unitPriceMicros
       } else if (pricing.kind === 'amount-header') {
         const read = credentialsOf(request.headers).payAmount

@@ -1,18 +1,35 @@
 // The blob store port: named byte strings with a content type (artifacts, CDN files, screenshots,
 // run logs). The embedded default keeps them under a local directory; in a cluster an S3 (or any
-// object store) adapter implements the same three calls with the key as the object key and the
-// content type as the object's Content-Type, so callers never see which one they have.
+// object store) adapter (src/platform/blobs-s3.ts) implements the same calls with the key as the
+// object key and the content type as the object's Content-Type, so callers never see which one
+// they have. `stat` and `getRange` let hosting answer HEAD and Range requests without reading a
+// whole file; both adapters implement them, so callers may rely on them after checking.
 //
 // Keys are `/`-separated segments of [A-Za-z0-9._-] that start with a letter or digit (so `.`,
 // `..` and hidden names cannot occur), at most 512 characters: the same string is a safe relative
 // file path here and a safe object key there.
 import { randomBytes } from 'node:crypto'
-import { mkdir, open, readFile, rename, rm, unlink } from 'node:fs/promises'
+import { mkdir, open, readFile, rename, rm, unlink, type FileHandle } from 'node:fs/promises'
 import path from 'node:path'
 
 export interface StoredBlob {
   readonly data: Buffer
   readonly contentType: string
+  readonly bytes: number
+}
+
+export interface BlobStat {
+  readonly contentType: string
+  /** Size of the whole blob. */
+  readonly bytes: number
+}
+
+/** Part of a blob: `data` is bytes `start` .. `start + data.length - 1` of a blob of `bytes` bytes. */
+export interface BlobRange {
+  readonly data: Buffer
+  readonly contentType: string
+  readonly start: number
+  /** Size of the whole blob (the `/size` of a Content-Range). */
   readonly bytes: number
 }
 
@@ -23,6 +40,13 @@ export interface BlobStore {
   get(key: string): Promise<StoredBlob | undefined>
   /** Removes the blob; removing a missing key is not an error. */
   delete(key: string): Promise<void>
+  /** Content type and size without the bytes, or undefined when there is none. */
+  stat?(key: string): Promise<BlobStat | undefined>
+  /**
+   * Bytes `start` to `endInclusive` (cut at the blob's end; empty when `start` is past it), or
+   * undefined when there is no blob. Throws a RangeError unless 0 <= start <= endInclusive.
+   */
+  getRange?(key: string, start: number, endInclusive: number): Promise<BlobRange | undefined>
 }
 
 export const MAX_BLOB_KEY_LENGTH = 512
@@ -50,9 +74,17 @@ export function isBlobKey(key: string): boolean {
   }
 }
 
-function assertContentType(contentType: string): void {
+/** Throws a RangeError unless `contentType` can be stored (1 to 255 printable ASCII characters). */
+export function assertContentType(contentType: string): void {
   if (typeof contentType !== 'string' || !CONTENT_TYPE.test(contentType)) {
     throw new RangeError('content type must be 1 to 255 printable ASCII characters')
+  }
+}
+
+/** Throws a RangeError unless `start`..`endInclusive` is a byte range (non-negative safe integers, in order). */
+export function assertByteRange(start: number, endInclusive: number): void {
+  if (!Number.isSafeInteger(start) || !Number.isSafeInteger(endInclusive) || start < 0 || endInclusive < start) {
+    throw new RangeError(`byte range ${start}-${endInclusive} is not 0 <= start <= end`)
   }
 }
 
@@ -61,6 +93,8 @@ function assertContentType(contentType: string): void {
 // one rename. Directories end in `.d`, blobs in `.blob` and temp files in `.tmp`, so no key can
 // collide with another key's directory or an in-flight write (key `a` and key `a/b` coexist).
 const MAGIC = 'agw-blob 1 '
+/** The longest header: MAGIC, a 255-character content type and the newline. */
+const MAX_HEADER = MAGIC.length + 255 + 1
 
 export class LocalBlobStore implements BlobStore {
   readonly dir: string
@@ -117,6 +151,53 @@ export class LocalBlobStore implements BlobStore {
     if (!header.startsWith(MAGIC)) throw new Error(`blob ${key} is corrupt (no header)`)
     const data = raw.subarray(newline + 1)
     return { data, contentType: header.slice(MAGIC.length), bytes: data.length }
+  }
+
+  async stat(key: string): Promise<BlobStat | undefined> {
+    return this.withFile(key, async (_handle, header, size) => ({ contentType: header.contentType, bytes: size - header.length }))
+  }
+
+  async getRange(key: string, start: number, endInclusive: number): Promise<BlobRange | undefined> {
+    assertByteRange(start, endInclusive)
+    return this.withFile(key, async (handle, header, size) => {
+      const bytes = size - header.length
+      const length = start >= bytes ? 0 : Math.min(endInclusive, bytes - 1) - start + 1
+      const data = Buffer.alloc(length)
+      let read = 0
+      while (read < length) {
+        const { bytesRead } = await handle.read(data, read, length - read, header.length + start + read)
+        if (bytesRead === 0) break
+        read += bytesRead
+      }
+      return { data: data.subarray(0, read), contentType: header.contentType, start, bytes }
+    })
+  }
+
+  /**
+   * Opens the blob and reads its header only; `use` gets the handle, the header and the file size.
+   * One open file for the whole call: a concurrent put renames a new file in, this one stays whole.
+   */
+  private async withFile<T>(key: string, use: (handle: FileHandle, header: { contentType: string; length: number }, size: number) => Promise<T>): Promise<T | undefined> {
+    const file = this.fileOf(key)
+    let handle: FileHandle
+    try {
+      handle = await open(file, 'r')
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code
+      if (code === 'ENOENT' || code === 'ENOTDIR') return undefined
+      throw err
+    }
+    try {
+      const { size } = await handle.stat()
+      const head = Buffer.alloc(Math.min(MAX_HEADER, size))
+      const { bytesRead } = await handle.read(head, 0, head.length, 0)
+      const newline = head.subarray(0, bytesRead).indexOf(0x0a)
+      const header = newline < 0 ? '' : head.subarray(0, newline).toString('latin1')
+      if (!header.startsWith(MAGIC)) throw new Error(`blob ${key} is corrupt (no header)`)
+      return await use(handle, { contentType: header.slice(MAGIC.length), length: newline + 1 }, size)
+    } finally {
+      await handle.close()
+    }
   }
 
   async delete(key: string): Promise<void> {

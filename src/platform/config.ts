@@ -1,7 +1,9 @@
 // The one typed configuration module. Parsed once at start-up from the environment; every
 // variable is declared here with its default and documentation (the README table and
 // `agent-gateway --help` are printed from this list, so they cannot drift).
+import os from 'node:os'
 import path from 'node:path'
+import { isBlobKey } from './blobs.ts'
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
 
@@ -20,6 +22,8 @@ export interface Config {
   publicBaseUrl: string
   publicSchedulerUrl: string
   publicMemoryUrl: string
+  /** Base URL hosted audio is served under (`<publicMediaUrl>/media/audio/<sha256>.<ext>`). */
+  publicMediaUrl: string
   bodyLimitBytes: number
   logLevel: LogLevel
   otlpEndpoint: string | undefined
@@ -49,6 +53,19 @@ export interface Config {
   dispatchAheadSec: number
   /** Directory of the local blob store (run logs, artifacts, sibling files). */
   blobDir: string
+  /** Which blob store this process opens: the local directory (blobDir) or S3. */
+  blobStore: 'local' | 's3'
+  /** Bucket of the S3 blob store (set when blobStore is s3). */
+  s3Bucket: string | undefined
+  /** S3-compatible endpoint (MinIO, R2, …); unset = AWS S3. */
+  s3Endpoint: string | undefined
+  s3Region: string
+  /** Key prefix of every object, without leading or trailing `/`; unset = the bucket root. */
+  s3Prefix: string | undefined
+  s3ForcePathStyle: boolean
+  /** Static S3 credentials (both or neither); unset = the SDK's default chain. */
+  s3AccessKeyId: string | undefined
+  s3SecretAccessKey: string | undefined
   /** OpenAI-compatible upstream of generate_text; unset = generate_text answers 503. */
   llmBaseUrl: string | undefined
   llmApiKey: string | undefined
@@ -60,6 +77,27 @@ export interface Config {
   /** Package sources for task dependencies (reached through the egress proxy). */
   npmRegistry: string | undefined
   pipIndexUrl: string | undefined
+  /** Internal base URL of a media role running in another process; unset = media runs in-process. */
+  mediaUrl: string | undefined
+  /** Bearer shared by the gateway and the media role (required with MEDIA_URL). */
+  mediaInternalToken: string | undefined
+  /** Song generation upstream; unset = the offline composer. */
+  songUpstreamUrl: string | undefined
+  songUpstreamApiKey: string | undefined
+  songUpstreamModel: string | undefined
+  /** Speech upstream; unset = espeak-ng. */
+  speechUpstreamUrl: string | undefined
+  speechUpstreamApiKey: string | undefined
+  speechUpstreamModel: string | undefined
+  mediaUpstreamTimeoutMs: number
+  /** Retries of a failed upstream generation (0 = one attempt). */
+  mediaUpstreamRetries: number
+  /** Generations running at once per media process. */
+  mediaConcurrency: number
+  /** Worker threads of audio analysis per media process. */
+  mediaAnalysisThreads: number
+  /** General MIDI soundfont of the offline composer (fluidsynth). */
+  soundfontPath: string
 }
 
 export class ConfigError extends Error {
@@ -94,6 +132,11 @@ export const configVariables: readonly Variable[] = [
   { name: 'PUBLIC_BASE_URL', default: 'http://HOST:GATEWAY_PORT', doc: 'Public URL of the gateway, used in documents and links.' },
   { name: 'PUBLIC_SCHEDULER_URL', default: 'http://HOST:SCHEDULER_PORT', doc: 'Public URL of the scheduler API.' },
   { name: 'PUBLIC_MEMORY_URL', default: 'http://HOST:MEMORY_PORT', doc: 'Public URL of the memory service.' },
+  {
+    name: 'PUBLIC_MEDIA_URL',
+    default: 'PUBLIC_BASE_URL',
+    doc: 'Base URL under which hosted audio is served (…/media/audio/{sha256}.mp3); the gateway serves /media in-process, the Helm chart routes /media to the media Service.',
+  },
   { name: 'BODY_LIMIT_BYTES', default: '16777216', doc: 'Largest accepted request body; larger bodies get 413.' },
   { name: 'LOG_LEVEL', default: 'info', doc: 'pino level: fatal, error, warn, info, debug, trace, silent.' },
   { name: 'OTEL_EXPORTER_OTLP_ENDPOINT', default: '(unset: tracing off)', doc: 'OTLP/HTTP endpoint; tracing is on only when set.' },
@@ -129,6 +172,18 @@ export const configVariables: readonly Variable[] = [
     doc: 'How long before a cron slot its Run is created and dispatched (escrow reserved), so it starts on the slot; 0 = at the slot.',
   },
   { name: 'BLOB_DIR', default: 'DATA_DIR/blobs', doc: 'Directory of the local blob store (run logs, artifacts, sibling files).' },
+  { name: 'BLOB_STORE', default: 'local', doc: 'Blob store: local (BLOB_DIR; one host) or s3 (S3 or an S3-compatible store, shared by every replica).' },
+  { name: 'S3_BUCKET', default: '(required with BLOB_STORE=s3)', doc: 'Bucket of the S3 blob store.' },
+  { name: 'S3_ENDPOINT', default: '(unset: AWS S3)', doc: 'Endpoint of an S3-compatible store (MinIO, Cloudflare R2, Ceph).' },
+  { name: 'S3_REGION', default: 'us-east-1', doc: 'Region of the bucket (R2: auto).' },
+  { name: 'S3_PREFIX', default: '(unset: bucket root)', doc: 'Key prefix of every object, e.g. agent-gateway/ (segments of [A-Za-z0-9._-]).' },
+  { name: 'S3_FORCE_PATH_STYLE', default: 'false', doc: 'true = path-style URLs (endpoint/bucket/key), which MinIO needs.' },
+  {
+    name: 'S3_ACCESS_KEY_ID',
+    default: "(unset: the SDK's default chain)",
+    doc: 'Static S3 access key (with S3_SECRET_ACCESS_KEY); unset = environment, web identity (IRSA) or instance role.',
+  },
+  { name: 'S3_SECRET_ACCESS_KEY', default: '(unset)', doc: 'Secret of S3_ACCESS_KEY_ID.' },
   { name: 'LLM_BASE_URL', default: '(unset: generate_text answers 503)', doc: 'OpenAI-compatible API base (…/v1) behind the generate_text helper.' },
   { name: 'LLM_API_KEY', default: '(unset)', doc: 'Bearer key of the LLM upstream.' },
   {
@@ -141,6 +196,23 @@ export const configVariables: readonly Variable[] = [
   { name: 'RUNNER_IMAGE_NODE', default: 'ghcr.io/agent-gateway/runner-node:0.1.0', doc: 'Runner image for node tasks (kubernetes executor).' },
   { name: 'NPM_REGISTRY', default: '(unset: npm default)', doc: 'npm registry for node task dependencies.' },
   { name: 'PIP_INDEX_URL', default: '(unset: pip default)', doc: 'Package index (PEP 503) for python task dependencies.' },
+  {
+    name: 'MEDIA_URL',
+    default: '(unset: media in-process)',
+    doc: 'Internal base URL of the media role when it runs in another process (e.g. http://agw-media:4023); the gateway calls it over HTTP.',
+  },
+  { name: 'MEDIA_INTERNAL_TOKEN', default: '(required with MEDIA_URL)', doc: 'Bearer (≥ 32 characters) the gateway presents to the media role; the same value on both.' },
+  { name: 'SONG_UPSTREAM_URL', default: '(unset: offline composer)', doc: 'Song generation upstream; unset = the embedded composer (fluidsynth).' },
+  { name: 'SONG_UPSTREAM_API_KEY', default: '(unset)', doc: 'Bearer key of the song upstream.' },
+  { name: 'SONG_UPSTREAM_MODEL', default: "(unset: the upstream's default)", doc: 'Model asked of the song upstream.' },
+  { name: 'SPEECH_UPSTREAM_URL', default: '(unset: espeak-ng)', doc: 'Speech synthesis upstream; unset = espeak-ng.' },
+  { name: 'SPEECH_UPSTREAM_API_KEY', default: '(unset)', doc: 'Bearer key of the speech upstream.' },
+  { name: 'SPEECH_UPSTREAM_MODEL', default: "(unset: the upstream's default)", doc: 'Model asked of the speech upstream.' },
+  { name: 'MEDIA_UPSTREAM_TIMEOUT_MS', default: '120000', doc: 'Time one upstream generation may take before it counts as failed.' },
+  { name: 'MEDIA_UPSTREAM_RETRIES', default: '2', doc: 'Retries of a failed upstream generation (0 = a single attempt).' },
+  { name: 'MEDIA_CONCURRENCY', default: '2', doc: 'Generations running at once per media process; more wait their turn.' },
+  { name: 'MEDIA_ANALYSIS_THREADS', default: '(available cores)', doc: 'Worker threads of audio analysis per media process (set it to the CPU given to a container).' },
+  { name: 'SOUNDFONT_PATH', default: '/usr/share/sounds/sf2/FluidR3_GM.sf2', doc: 'General MIDI soundfont of the offline composer (Debian fluid-soundfont-gm).' },
 ]
 
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
@@ -187,6 +259,65 @@ function readUrl(env: Env, name: string, protocols: readonly string[]): string |
   return raw
 }
 
+function readBoolean(env: Env, name: string, fallback: boolean): boolean {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return fallback
+  if (raw === 'true') return true
+  if (raw === 'false') return false
+  throw new ConfigError(name, `must be true or false, got "${raw}"`)
+}
+
+/** The S3 settings; the bucket is required with BLOB_STORE=s3 only. */
+function readS3(env: Env, blobStore: 'local' | 's3') {
+  const bucket = env.S3_BUCKET || undefined
+  if (blobStore === 's3' && bucket === undefined) throw new ConfigError('S3_BUCKET', 'is required when BLOB_STORE is s3')
+  // Bucket rules of S3 and its compatibles, loosely (legacy buckets may hold capitals or underscores).
+  if (bucket !== undefined && !/^[A-Za-z0-9][A-Za-z0-9._-]{1,254}$/.test(bucket)) throw new ConfigError('S3_BUCKET', `is not a bucket name: "${bucket}"`)
+  const region = env.S3_REGION || 'us-east-1'
+  if (!/^[a-z0-9][a-z0-9-]{0,62}$/.test(region)) throw new ConfigError('S3_REGION', `must be a region name such as us-east-1, got "${region}"`)
+  const prefix = (env.S3_PREFIX ?? '').replace(/^\/+|\/+$/g, '')
+  if (prefix !== '' && !isBlobKey(prefix)) throw new ConfigError('S3_PREFIX', 'must be /-separated segments of [A-Za-z0-9._-], each starting with a letter or digit')
+  const accessKeyId = env.S3_ACCESS_KEY_ID || undefined
+  const secretAccessKey = env.S3_SECRET_ACCESS_KEY || undefined
+  if (accessKeyId !== undefined && secretAccessKey === undefined) throw new ConfigError('S3_SECRET_ACCESS_KEY', 'is required when S3_ACCESS_KEY_ID is set')
+  if (secretAccessKey !== undefined && accessKeyId === undefined) throw new ConfigError('S3_ACCESS_KEY_ID', 'is required when S3_SECRET_ACCESS_KEY is set')
+  return {
+    s3Bucket: bucket,
+    s3Endpoint: readUrl(env, 'S3_ENDPOINT', ['http:', 'https:']),
+    s3Region: region,
+    s3Prefix: prefix === '' ? undefined : prefix,
+    s3ForcePathStyle: readBoolean(env, 'S3_FORCE_PATH_STYLE', false),
+    s3AccessKeyId: accessKeyId,
+    s3SecretAccessKey: secretAccessKey,
+  }
+}
+
+/** The media role's settings (MEDIA_*, the song and speech upstreams, the soundfont). */
+function readMedia(env: Env, cwd: string) {
+  const http = ['http:', 'https:']
+  const mediaUrl = readUrl(env, 'MEDIA_URL', http)
+  const token = env.MEDIA_INTERNAL_TOKEN || undefined
+  if (token !== undefined && !/^[\x21-\x7e]{32,512}$/.test(token)) {
+    throw new ConfigError('MEDIA_INTERNAL_TOKEN', 'must be 32 to 512 printable ASCII characters without spaces (it is sent as a bearer token)')
+  }
+  if (mediaUrl !== undefined && token === undefined) throw new ConfigError('MEDIA_INTERNAL_TOKEN', 'is required when MEDIA_URL is set')
+  return {
+    mediaUrl: mediaUrl === undefined ? undefined : stripSlash(mediaUrl),
+    mediaInternalToken: token,
+    songUpstreamUrl: readUrl(env, 'SONG_UPSTREAM_URL', http),
+    songUpstreamApiKey: env.SONG_UPSTREAM_API_KEY || undefined,
+    songUpstreamModel: env.SONG_UPSTREAM_MODEL || undefined,
+    speechUpstreamUrl: readUrl(env, 'SPEECH_UPSTREAM_URL', http),
+    speechUpstreamApiKey: env.SPEECH_UPSTREAM_API_KEY || undefined,
+    speechUpstreamModel: env.SPEECH_UPSTREAM_MODEL || undefined,
+    mediaUpstreamTimeoutMs: readBoundedInt(env, 'MEDIA_UPSTREAM_TIMEOUT_MS', 120_000, 1, 3_600_000),
+    mediaUpstreamRetries: readBoundedInt(env, 'MEDIA_UPSTREAM_RETRIES', 2, 0, 10),
+    mediaConcurrency: readBoundedInt(env, 'MEDIA_CONCURRENCY', 2, 1, 64),
+    mediaAnalysisThreads: readBoundedInt(env, 'MEDIA_ANALYSIS_THREADS', Math.max(1, os.availableParallelism()), 1, 256),
+    soundfontPath: path.resolve(cwd, env.SOUNDFONT_PATH || '/usr/share/sounds/sf2/FluidR3_GM.sf2'),
+  }
+}
+
 function stripSlash(url: string): string {
   return url.endsWith('/') ? url.slice(0, -1) : url
 }
@@ -222,6 +353,9 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   if (schedulerSecretKey !== undefined && Buffer.byteLength(schedulerSecretKey) < 32) throw new ConfigError('SCHEDULER_SECRET_KEY', 'must be at least 32 bytes')
   const dataDir = path.resolve(cwd, env.DATA_DIR || './.agent-gateway')
   const http = ['http:', 'https:']
+  const blobStore = env.BLOB_STORE || 'local'
+  if (blobStore !== 'local' && blobStore !== 's3') throw new ConfigError('BLOB_STORE', `must be local or s3, got "${blobStore}"`)
+  const publicBaseUrl = stripSlash(readUrl(env, 'PUBLIC_BASE_URL', http) ?? `http://${linkHost}:${gatewayPort}`)
   return {
     host,
     gatewayPort,
@@ -233,9 +367,10 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     databaseUrl: readUrl(env, 'DATABASE_URL', ['postgres:', 'postgresql:']),
     databasePoolMax: readBoundedInt(env, 'DATABASE_POOL_MAX', 20, 1, 1000),
     redisUrl: readUrl(env, 'REDIS_URL', ['redis:', 'rediss:']),
-    publicBaseUrl: stripSlash(readUrl(env, 'PUBLIC_BASE_URL', http) ?? `http://${linkHost}:${gatewayPort}`),
+    publicBaseUrl,
     publicSchedulerUrl: stripSlash(readUrl(env, 'PUBLIC_SCHEDULER_URL', http) ?? `http://${linkHost}:${schedulerPort}`),
     publicMemoryUrl: stripSlash(readUrl(env, 'PUBLIC_MEMORY_URL', http) ?? `http://${linkHost}:${memoryPort}`),
+    publicMediaUrl: stripSlash(readUrl(env, 'PUBLIC_MEDIA_URL', http) ?? publicBaseUrl),
     bodyLimitBytes: readPositiveInt(env, 'BODY_LIMIT_BYTES', 16 * 1024 * 1024),
     logLevel,
     otlpEndpoint: readUrl(env, 'OTEL_EXPORTER_OTLP_ENDPOINT', http),
@@ -255,6 +390,8 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     sandboxMaxParallel: readPositiveInt(env, 'SANDBOX_MAX_PARALLEL', 4),
     dispatchAheadSec: readBoundedInt(env, 'SCHEDULER_DISPATCH_AHEAD_SEC', 15, 0, 50),
     blobDir: path.resolve(cwd, env.BLOB_DIR || path.join(dataDir, 'blobs')),
+    blobStore,
+    ...readS3(env, blobStore),
     llmBaseUrl: readUrl(env, 'LLM_BASE_URL', http),
     llmApiKey: env.LLM_API_KEY || undefined,
     marketplacePayerKey,
@@ -263,6 +400,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     runnerImageNode: env.RUNNER_IMAGE_NODE || 'ghcr.io/agent-gateway/runner-node:0.1.0',
     npmRegistry: readUrl(env, 'NPM_REGISTRY', http),
     pipIndexUrl: readUrl(env, 'PIP_INDEX_URL', http),
+    ...readMedia(env, cwd),
   }
 }
 

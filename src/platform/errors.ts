@@ -28,6 +28,7 @@ export const errorCatalogue = {
   route_not_found: { status: 404, title: 'No such route' },
   method_not_allowed: { status: 405, title: 'Method not allowed' },
   not_found: { status: 404, title: 'Not found' },
+  range_not_satisfiable: { status: 416, title: 'Range not satisfiable' },
   not_implemented: { status: 501, title: 'Operation not implemented yet' },
   rate_limited: { status: 429, title: 'Too many requests' },
   internal: { status: 500, title: 'Internal error' },
@@ -42,6 +43,10 @@ export const errorCatalogue = {
   unknown_plan: { status: 404, title: 'Unknown plan' },
   plan_unavailable: { status: 409, title: 'Plan not for sale yet' },
   wallet_proof_required: { status: 401, title: 'Wallet proof required' },
+  // media (song and speech generation); nothing is charged with any of these
+  generation_failed: { status: 502, title: 'Every generation failed' },
+  generation_timeout: { status: 504, title: 'Generation timed out' },
+  media_unavailable: { status: 503, title: 'Media tools or upstream unavailable' },
   // scheduler (SPEC "Errors / Scheduler"); statuses are ours where SPEC says "not shown", see docs/errors.md
   API_KEY_INVALID: { status: 401, title: 'API key invalid' },
   API_KEY_NOT_FOUND: { status: 404, title: 'API key not found' },

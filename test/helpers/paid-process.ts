@@ -31,6 +31,7 @@ import { IMPLEMENTED_OPERATIONS } from '../../src/runtime.ts'
 import { PostgresResourceStore } from '../../controllers/local/postgres-store.ts'
 import { crashableChain, crashableDb, ProcessLife } from './crashable.ts'
 import type { RunResource, TaskResource } from '../../src/scheduler/contract/index.ts'
+import { mediaDown } from './media.ts'
 
 export const GATEWAY_URL = 'http://gateway.crash.test'
 export const SCHEDULER_URL = 'http://scheduler.crash.test'
@@ -83,7 +84,7 @@ export async function boot(db: Db, dev: StartedDevChain, settlerKey: Hex, payTo:
   registerRefundMetrics(metrics.registry, { standing: () => service.refundStanding(), walletBalance: () => chain.balanceOf(chain.serviceAddress) })
   // As src/runtime.ts wires them.
   const deps = { catalog, logger, metrics, bodyLimitBytes: 1 << 20, payTo, readiness: {}, diagnostics: { settlements: () => stuckSettlements(pdb) } }
-  const gateway = buildGatewayApp({ ...deps, payments, mailer })
+  const gateway = buildGatewayApp({ ...deps, payments, mailer, db: pdb, media: { client: mediaDown } })
   const scheduler = buildSchedulerApp({
     ...deps,
     diagnostics: { ...deps.diagnostics, refunds: () => stuckRefunds({ standing: () => service.refundStanding() }) },

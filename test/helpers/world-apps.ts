@@ -16,6 +16,9 @@ import { buildSchedulerApp, SCHEDULER_OPERATIONS } from '../../src/scheduler/app
 import { buildMemoryApp } from '../../src/memory/app.ts'
 import { memoryChain, memoryUsdc, type MemoryUsdc } from './memory-chain.ts'
 import type { World } from './scheduler-world.ts'
+import { mediaDown } from './media.ts'
+import { registerMediaSales } from '../../src/gateway/media-sales.ts'
+import type { MediaClient } from '../../src/media/service.ts'
 
 export const PAY_TO = '0x000000000000000000000000000000000000c0de' as const
 export const GATEWAY_URL = 'https://gw.test'
@@ -31,7 +34,7 @@ export interface WorldApps {
   memory: FastifyInstance | undefined
 }
 
-export async function worldApps(t: Test, world: World, options: { memory?: boolean } = {}): Promise<WorldApps> {
+export async function worldApps(t: Test, world: World, options: { memory?: boolean; media?: MediaClient } = {}): Promise<WorldApps> {
   const logger = createLogger('silent')
   const kv = await openKeyValue({ kind: 'memory' })
   const token = memoryUsdc()
@@ -53,7 +56,9 @@ export async function worldApps(t: Test, world: World, options: { memory?: boole
   })
   const mailer = createMailer({ from: 'test@localhost' })
   const deps = { catalog, logger, metrics: createMetrics(), bodyLimitBytes: 1_000_000, payTo: PAY_TO, readiness: {} }
-  const gateway = buildGatewayApp({ ...deps, payments, mailer })
+  // As src/runtime.ts wires the gateway's media sales.
+  registerMediaSales({ db: world.db, payments, logger })
+  const gateway = buildGatewayApp({ ...deps, payments, mailer, db: world.db, media: { client: options.media ?? mediaDown } })
   await gateway.listen({ host: '127.0.0.1', port: 0 })
   const gatewayBase = `http://127.0.0.1:${(gateway.server.address() as AddressInfo).port}`
   const scheduler = buildSchedulerApp({ ...deps, payments, kv, service: world.service })

@@ -16,6 +16,7 @@ import { openPayments, type Payments } from '../../src/payments/index.ts'
 import type { DevChain } from '../../src/payments/chain/types.ts'
 import { buildGatewayApp, GATEWAY_OPERATIONS } from '../../src/gateway/app.ts'
 import { memoryChain, memoryUsdc } from '../helpers/memory-chain.ts'
+import { mediaDown } from '../helpers/media.ts'
 
 const PAY_TO = '0x000000000000000000000000000000000000c0de' as const
 const WALLET = '0x00000000000000000000000000000000000000aa'
@@ -44,7 +45,18 @@ async function gateway(t: Test, options: { devChain: boolean }) {
     urls: { gateway: 'https://gw.test', scheduler: 'https://s.test', memory: 'https://m.test' },
     implemented: new Set<string>(GATEWAY_OPERATIONS),
   })
-  const app = buildGatewayApp({ catalog, logger, metrics: createMetrics(), bodyLimitBytes: 1_000_000, payTo: PAY_TO, readiness: {}, payments, mailer })
+  const app = buildGatewayApp({
+    catalog,
+    logger,
+    metrics: createMetrics(),
+    bodyLimitBytes: 1_000_000,
+    payTo: PAY_TO,
+    readiness: {},
+    payments,
+    mailer,
+    db,
+    media: { client: mediaDown },
+  })
   await app.ready()
   t.teardown(async () => {
     await app.close()

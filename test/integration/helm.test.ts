@@ -179,6 +179,22 @@ t.test('values.schema.json rejects bad values, naming them', async (t) => {
     { set: ['--set', 'config.logLevel=verbose'], message: /\/config\/logLevel/ },
     { set: ['--set', 'config.chainRpcUrl=https://rpc.example', '--set', 'config.payToAddress=0x70997970C51812dc3A010C7d01b50e0d17dc79C8'], message: /\/secrets\/existingSecret/ },
     { set: ['--set', 'postgresql.auth.password=p@ss/word'], message: /\/postgresql\/auth\/password/ },
+    { set: ['--set', 'blobStore.type=gcs'], message: /\/blobStore\/type/ },
+    { set: ['--set', 'blobStore.type=s3'], message: /\/blobStore\/s3\/bucket/ },
+    { set: ['--set', 'blobStore.type=s3', '--set', 'blobStore.s3.bucket=a b'], message: /\/blobStore\/s3\/bucket/ },
+    { set: ['--set', 'blobStore.s3.endpoint=minio:9000'], message: /\/blobStore\/s3\/endpoint/ },
+    { set: ['--set', 'blobStore.s3.prefix=../up'], message: /\/blobStore\/s3\/prefix/ },
+    { set: ['--set', 'blobStore.s3.forcePathStyle=sometimes'], message: /\/blobStore\/s3\/forcePathStyle/ },
+    { set: ['--set', 'config.publicUrls.media=media.example.com'], message: /\/config\/publicUrls\/media/ },
+    { set: ['--set', 'media.concurrency=0'], message: /\/media\/concurrency/ },
+    { set: ['--set', 'media.analysisThreads=many'], message: /\/media\/analysisThreads/ },
+    { set: ['--set', 'media.upstreamRetries=-1'], message: /\/media\/upstreamRetries/ },
+    { set: ['--set', 'media.upstreamTimeoutMs=0'], message: /\/media\/upstreamTimeoutMs/ },
+    { set: ['--set', 'media.song.upstreamUrl=ftp://songs.example'], message: /\/media\/song\/upstreamUrl/ },
+    { set: ['--set', 'media.speech.voice=alto'], message: /additional properties 'voice' not allowed/ },
+    { set: ['--set', 'media.tmpSizeLimit=lots'], message: /\/media\/tmpSizeLimit/ },
+    { set: ['--set', 'media.internalToken.key='], message: /\/media\/internalToken\/key/ },
+    { set: ['--set', 'secrets.required[0]=MEDIA_TOKEN'], message: /\/secrets\/required\/0/ },
   ]
   for (const { set, message } of cases) {
     const template = await helm(['template', RELEASE, CHART, ...set])
@@ -287,7 +303,7 @@ for (const [label, manifests] of [
       t.ok(env.get('DATABASE_URL')?.valueFrom?.secretKeyRef, `${role}: DATABASE_URL from a Secret`)
       t.ok(env.get('REDIS_URL')?.valueFrom?.secretKeyRef, `${role}: REDIS_URL from a Secret`)
       for (const [name, entry] of env) {
-        if (/KEY|SMTP_URL|DATABASE_URL|REDIS_URL/.test(name)) t.notOk(entry.value, `${role}: ${name} is never a literal`)
+        if (/KEY|TOKEN|SMTP_URL|DATABASE_URL|REDIS_URL/.test(name)) t.notOk(entry.value, `${role}: ${name} is never a literal`)
       }
 
       const usesApi = role === 'scheduler-api' || role === 'controller'
@@ -482,8 +498,17 @@ for (const [label, manifests] of [
       const fromIngressController = own.spec.ingress.some((r: any) =>
         r.from.some((p: any) => p.namespaceSelector?.matchLabels?.['kubernetes.io/metadata.name'] === 'ingress-nginx'),
       )
-      t.equal(fromIngressController, ['gateway', 'scheduler-api', 'memory'].includes(role), `${role}: ingress controller ${fromIngressController ? 'allowed' : 'refused'}`)
+      // media: the ingress routes /media (hosted audio) of the gateway host to it.
+      t.equal(fromIngressController, ['gateway', 'scheduler-api', 'memory', 'media'].includes(role), `${role}: ingress controller ${fromIngressController ? 'allowed' : 'refused'}`)
+      // No Egress policy type: media reaches its upstreams and S3, the others the chain, SMTP and the data stores.
+      t.same(own.spec.policyTypes, ['Ingress'], `${role}: egress not restricted`)
     }
+    const media = find(manifests, 'NetworkPolicy', `${RELEASE}-media`)
+    const gatewayLabels = find(manifests, 'Deployment', `${RELEASE}-gateway`).spec.template.metadata.labels
+    t.ok(
+      media.spec.ingress.some((r: any) => r.from.some((p: any) => p.namespaceSelector === undefined && selects(p.podSelector?.matchLabels, gatewayLabels))),
+      'the gateway pods reach media (4023)',
+    )
   })
 
   t.test(`${label}: Services, PodDisruptionBudgets and metrics reach the right pods`, async (t) => {
@@ -551,12 +576,19 @@ t.test('everything enabled: ingress, in-cluster data stores, secrets and the mig
   const ingress = find(allEnabled, 'Ingress', RELEASE)
   t.equal(ingress.spec.ingressClassName, 'nginx')
   t.same(
-    ingress.spec.rules.map((r: any) => [r.host, r.http.paths[0].backend.service.name, r.http.paths[0].backend.service.port.name]),
+    ingress.spec.rules.map((r: any) => [r.host, r.http.paths.map((p: any) => [p.path, p.pathType, p.backend.service.name, p.backend.service.port.name])]),
     [
-      ['agents.example.com', `${RELEASE}-gateway`, 'http'],
-      ['scheduler.example.com', `${RELEASE}-scheduler`, 'http'],
-      ['memory.example.com', `${RELEASE}-memory`, 'http'],
+      [
+        'agents.example.com',
+        [
+          ['/media', 'Prefix', `${RELEASE}-media`, 'http'],
+          ['/', 'Prefix', `${RELEASE}-gateway`, 'http'],
+        ],
+      ],
+      ['scheduler.example.com', [['/', 'Prefix', `${RELEASE}-scheduler`, 'http']]],
+      ['memory.example.com', [['/', 'Prefix', `${RELEASE}-memory`, 'http']]],
     ],
+    'the gateway host routes /media (hosted audio) to the media Service',
   )
   t.same(ingress.spec.tls, [{ secretName: 'agent-gateway-tls', hosts: ['agents.example.com', 'scheduler.example.com', 'memory.example.com'] }])
   const gatewayEnv = envOf(find(allEnabled, 'Deployment', `${RELEASE}-gateway`).spec.template.spec.containers[0])
@@ -571,7 +603,14 @@ t.test('everything enabled: ingress, in-cluster data stores, secrets and the mig
         .filter(([, e]) => e.valueFrom?.secretKeyRef?.name === 'agent-gateway-secrets')
         .map(([name, e]) => [name, e.valueFrom.secretKeyRef.optional]),
     )
-  t.same(secretRefs('media'), {}, 'media reads no secrets')
+  // media: its upstream keys, the S3 keys (blobStore.type s3, required in these values) and the internal token.
+  t.same(secretRefs('media'), {
+    SONG_UPSTREAM_API_KEY: true,
+    SPEECH_UPSTREAM_API_KEY: true,
+    S3_ACCESS_KEY_ID: false,
+    S3_SECRET_ACCESS_KEY: false,
+    MEDIA_INTERNAL_TOKEN: undefined,
+  })
   t.notOk('CHAIN_RPC_URL' in Object.fromEntries(envOf(find(allEnabled, 'Deployment', `${RELEASE}-media`).spec.template.spec.containers[0])), 'media needs no chain')
   t.same(secretRefs('scheduler-api'), {
     SETTLER_PRIVATE_KEY: false,
@@ -580,8 +619,19 @@ t.test('everything enabled: ingress, in-cluster data stores, secrets and the mig
     LLM_API_KEY: true,
     SMTP_URL: true,
     MARKETPLACE_PAYER_PRIVATE_KEY: true,
+    S3_ACCESS_KEY_ID: false,
+    S3_SECRET_ACCESS_KEY: false,
   })
-  t.same(secretRefs('gateway'), { SETTLER_PRIVATE_KEY: false, MPP_SECRET_KEY: false, SMTP_URL: true })
+  t.same(secretRefs('controller'), {
+    SETTLER_PRIVATE_KEY: false,
+    MPP_SECRET_KEY: false,
+    SCHEDULER_SECRET_KEY: false,
+    SMTP_URL: true,
+    S3_ACCESS_KEY_ID: false,
+    S3_SECRET_ACCESS_KEY: false,
+  })
+  t.same(secretRefs('gateway'), { SETTLER_PRIVATE_KEY: false, MPP_SECRET_KEY: false, SMTP_URL: true, MEDIA_INTERNAL_TOKEN: undefined }, 'the gateway: no S3 and no upstream keys')
+  t.same(secretRefs('memory'), { SETTLER_PRIVATE_KEY: false, MPP_SECRET_KEY: false, SMTP_URL: true })
 
   // In-cluster Postgres/Redis: the connection URLs come from the chart's Secrets.
   for (const [store, variable, port] of [
@@ -607,16 +657,153 @@ t.test('everything enabled: ingress, in-cluster data stores, secrets and the mig
   const volumeClaim = find(allEnabled, 'StatefulSet', `${RELEASE}-postgresql`).spec.volumeClaimTemplates[0]
   t.equal(volumeClaim.spec.storageClassName, 'standard')
 
-  // The blob store claim is shared by the two roles that read and write run logs.
+  // S3 replaces the blob store claim.
   for (const role of ROLES) {
     const volumes = find(allEnabled, 'Deployment', `${RELEASE}-${role}`).spec.template.spec.volumes
-    const claim = volumes.find((v: any) => v.persistentVolumeClaim)?.persistentVolumeClaim?.claimName
-    t.equal(claim, role === 'scheduler-api' || role === 'controller' ? 'agent-gateway-blobs' : undefined, `${role}: blob store claim`)
+    t.notOk(
+      volumes.some((v: any) => v.persistentVolumeClaim),
+      `${role}: no blob store claim with S3`,
+    )
   }
 
   // The migrate hook runs after the in-cluster database exists.
   const migrate = find(allEnabled, 'Job', `${RELEASE}-migrate`)
   t.equal(migrate.metadata.annotations?.['helm.sh/hook'], 'post-install,pre-upgrade')
+})
+
+// ------------------------------------------------------------------------------------------ media
+
+function containerOf(manifests: Manifest[], role: string): any {
+  return find(manifests, 'Deployment', `${RELEASE}-${role}`).spec.template.spec.containers[0]
+}
+
+t.test('default values: the gateway calls the media Service with a generated bearer; media is local and offline', async (t) => {
+  const mediaUrl = `http://${RELEASE}-media.${NAMESPACE}.svc:4023`
+  const gateway = envOf(containerOf(defaults, 'gateway'))
+  t.equal(gateway.get('MEDIA_URL')?.value, mediaUrl, 'MEDIA_URL is the media Service')
+  const token = { name: `${RELEASE}-media-token`, key: 'MEDIA_INTERNAL_TOKEN' }
+  t.same(gateway.get('MEDIA_INTERNAL_TOKEN')?.valueFrom?.secretKeyRef, token, 'gateway: the token from the generated Secret')
+  const secret = find(defaults, 'Secret', `${RELEASE}-media-token`)
+  t.match(secret.stringData.MEDIA_INTERNAL_TOKEN, /^[A-Za-z0-9]{48}$/, 'a 48-character token (config.ts wants >= 32)')
+  t.equal(secret.metadata.labels?.['app.kubernetes.io/component'], 'media')
+  for (const role of ROLES) {
+    const env = envOf(containerOf(defaults, role))
+    t.equal(env.has('MEDIA_INTERNAL_TOKEN'), role === 'gateway' || role === 'media', `${role}: MEDIA_INTERNAL_TOKEN only on gateway and media`)
+    t.equal(env.has('MEDIA_URL'), role === 'gateway', `${role}: MEDIA_URL only on the gateway`)
+    t.equal(env.get('PUBLIC_MEDIA_URL')?.value, mediaUrl, `${role}: without an ingress, hosted audio is at the media Service`)
+    t.notOk(env.has('BLOB_STORE'), `${role}: the local blob store (the service default)`)
+    t.notOk(
+      [...env.keys()].some((name) => name.startsWith('S3_')),
+      `${role}: no S3 settings`,
+    )
+  }
+
+  const container = containerOf(defaults, 'media')
+  const env = envOf(container)
+  t.same(env.get('MEDIA_INTERNAL_TOKEN')?.valueFrom?.secretKeyRef, token, 'media: the same token')
+  t.equal(env.get('MEDIA_CONCURRENCY')?.value, '2')
+  t.equal(env.get('MEDIA_ANALYSIS_THREADS')?.value, '2')
+  t.equal(env.get('MEDIA_UPSTREAM_TIMEOUT_MS')?.value, '120000')
+  t.equal(env.get('MEDIA_UPSTREAM_RETRIES')?.value, '2')
+  t.equal(env.get('BLOB_DIR')?.value, '/var/lib/agent-gateway/blobs')
+  for (const name of ['SONG_UPSTREAM_URL', 'SONG_UPSTREAM_MODEL', 'SPEECH_UPSTREAM_URL', 'SPEECH_UPSTREAM_MODEL']) t.notOk(env.has(name), `${name} unset: offline`)
+  t.same(container.resources, { requests: { cpu: '500m', memory: '512Mi' }, limits: { memory: '1536Mi' } }, 'room for DSP and ffmpeg')
+  const pod = find(defaults, 'Deployment', `${RELEASE}-media`).spec.template.spec
+  const tmp = pod.volumes.find((v: any) => v.name === container.volumeMounts.find((m: any) => m.mountPath === '/tmp')?.name)
+  t.same(tmp?.emptyDir, { sizeLimit: '1Gi' }, 'a disk-backed /tmp for the tools')
+  t.same(
+    pod.volumes.find((v: any) => v.name === 'tmp' && v !== tmp),
+    undefined,
+  )
+  t.same(
+    find(defaults, 'Deployment', `${RELEASE}-gateway`).spec.template.spec.volumes.find((v: any) => v.name === 'tmp').emptyDir,
+    { sizeLimit: '256Mi' },
+    'other roles keep the small /tmp',
+  )
+})
+
+t.test('everything enabled: S3 for the roles that keep blobs, upstreams and a token from an existing Secret', async (t) => {
+  const s3 = {
+    BLOB_STORE: 's3',
+    S3_BUCKET: 'agent-gateway-media',
+    S3_REGION: 'us-east-1',
+    S3_ENDPOINT: 'http://minio.storage.svc:9000',
+    S3_PREFIX: 'agw/',
+    S3_FORCE_PATH_STYLE: 'true',
+  }
+  for (const role of ROLES) {
+    const env = envOf(containerOf(allEnabled, role))
+    const keepsBlobs = role === 'scheduler-api' || role === 'controller' || role === 'media'
+    const rendered = Object.fromEntries(Object.keys(s3).map((name) => [name, env.get(name)?.value]))
+    t.same(rendered, keepsBlobs ? s3 : Object.fromEntries(Object.keys(s3).map((name) => [name, undefined])), `${role}: S3 settings ${keepsBlobs ? 'rendered' : 'absent'}`)
+    t.equal(env.get('PUBLIC_MEDIA_URL')?.value, 'https://agents.example.com', `${role}: audio hosted under the gateway's ingress host`)
+  }
+  const media = envOf(containerOf(allEnabled, 'media'))
+  t.equal(media.get('SONG_UPSTREAM_URL')?.value, 'https://songs.example.com/v1')
+  t.equal(media.get('SONG_UPSTREAM_MODEL')?.value, 'song-model-2')
+  t.equal(media.get('SPEECH_UPSTREAM_URL')?.value, 'https://tts.example.com/v1')
+  t.equal(media.get('SPEECH_UPSTREAM_MODEL')?.value, 'tts-1')
+  t.equal(media.get('MEDIA_CONCURRENCY')?.value, '3')
+  t.equal(media.get('MEDIA_ANALYSIS_THREADS')?.value, '4')
+  t.equal(media.get('MEDIA_UPSTREAM_TIMEOUT_MS')?.value, '90000')
+  t.equal(media.get('MEDIA_UPSTREAM_RETRIES')?.value, '1')
+  const token = { name: 'agent-gateway-secrets', key: 'MEDIA_INTERNAL_TOKEN' }
+  t.same(media.get('MEDIA_INTERNAL_TOKEN')?.valueFrom?.secretKeyRef, token)
+  t.same(envOf(containerOf(allEnabled, 'gateway')).get('MEDIA_INTERNAL_TOKEN')?.valueFrom?.secretKeyRef, token)
+  t.notOk(
+    allEnabled.some((m) => m.kind === 'Secret' && m.metadata.name === `${RELEASE}-media-token`),
+    'no generated token Secret',
+  )
+  t.equal(find(allEnabled, 'Deployment', `${RELEASE}-media`).spec.replicas, 2, 'several media replicas share the bucket')
+  t.same(containerOf(allEnabled, 'media').resources, { requests: { cpu: '1', memory: '1Gi' }, limits: { memory: '2Gi' } })
+})
+
+t.test('a local blob store: the ReadWriteMany claim is shared by scheduler-api, controller and media', async (t) => {
+  const manifests = await render(['--set', 'blobStore.existingClaim=agent-gateway-blobs', '--set', 'media.replicas=3'])
+  for (const role of ROLES) {
+    const pod = find(manifests, 'Deployment', `${RELEASE}-${role}`).spec.template.spec
+    const claim = pod.volumes.find((v: any) => v.persistentVolumeClaim)
+    const keepsBlobs = role === 'scheduler-api' || role === 'controller' || role === 'media'
+    t.equal(claim?.persistentVolumeClaim?.claimName, keepsBlobs ? 'agent-gateway-blobs' : undefined, `${role}: blob store claim`)
+    if (keepsBlobs) {
+      const mount = pod.containers[0].volumeMounts.find((m: any) => m.name === claim.name)
+      t.equal(mount?.mountPath, envOf(pod.containers[0]).get('BLOB_DIR')?.value, `${role}: mounted at BLOB_DIR`)
+    }
+  }
+  t.equal(find(manifests, 'Deployment', `${RELEASE}-media`).spec.replicas, 3)
+  const s3 = await render(['--set', 'blobStore.type=s3', '--set', 'blobStore.s3.bucket=agw-bucket', '--set', 'blobStore.existingClaim=agent-gateway-blobs'])
+  t.notOk(
+    ofKind(s3, 'Deployment').some((d) => d.spec.template.spec.volumes.some((v: any) => v.persistentVolumeClaim)),
+    'the claim is not used with S3',
+  )
+  const defaultsS3 = envOf(containerOf(s3, 'media'))
+  t.equal(defaultsS3.get('S3_REGION')?.value, 'us-east-1')
+  t.equal(defaultsS3.get('S3_FORCE_PATH_STYLE')?.value, 'false')
+  t.notOk(defaultsS3.has('S3_ENDPOINT'), 'AWS S3 unless an endpoint is given')
+  t.notOk(defaultsS3.has('S3_PREFIX'))
+  t.notOk(defaultsS3.has('S3_ACCESS_KEY_ID'), 'no secrets.existingSecret: the SDK default chain (IRSA)')
+})
+
+t.test('several media replicas on unshared local directories are refused', async (t) => {
+  const result = await helm(['template', RELEASE, CHART, '--set', 'media.replicas=2'])
+  t.not(result.code, 0)
+  t.match(result.stderr, /media\.replicas > 1 needs a shared blob store/)
+  t.match(result.stderr, /blobStore\.type s3, or blobStore\.existingClaim/)
+  t.equal((await helm(['template', RELEASE, CHART, '--set', 'media.replicas=1'])).code, 0)
+})
+
+t.test('an explicit media URL wins; a gateway exposed without the chart ingress falls back to the media Service', async (t) => {
+  const explicit = await render(['--set', 'config.publicUrls.media=https://media.example.com'])
+  t.equal(envOf(containerOf(explicit, 'media')).get('PUBLIC_MEDIA_URL')?.value, 'https://media.example.com')
+  const plain = await render(['--set', 'ingress.enabled=true', '--set', 'ingress.hosts.gateway=agents.example.com'])
+  t.equal(envOf(containerOf(plain, 'media')).get('PUBLIC_MEDIA_URL')?.value, 'http://agents.example.com', 'no TLS entry: http')
+  const noGatewayHost = await render(['--set', 'ingress.enabled=true', '--set', 'ingress.hosts.memory=memory.example.com'])
+  t.equal(envOf(containerOf(noGatewayHost, 'media')).get('PUBLIC_MEDIA_URL')?.value, `http://${RELEASE}-media.${NAMESPACE}.svc:4023`)
+  t.same(
+    find(noGatewayHost, 'Ingress', RELEASE).spec.rules.flatMap((r: any) => r.http.paths.map((p: any) => p.path)),
+    ['/'],
+    'no gateway host, no /media path',
+  )
 })
 
 t.test('the migrate Job is a pre-install/pre-upgrade hook running `agent-gateway migrate`', async (t) => {

@@ -21,6 +21,10 @@ import type { KillPoint } from '../helpers/crashable.ts'
 import { boot, createCall, fundCall, PLAN_PRICE, purchaseCall, send, shutdown, sign, type Call } from '../helpers/paid-process.ts'
 import { throwawayDatabase } from '../helpers/servers.ts'
 
+// Every step of six requests killed and recovered, on two databases: several minutes by design,
+// more than the suite's per-file default on a slow or shared machine.
+t.setTimeout(20 * 60_000)
+
 const MINTED = 20_000_000n
 
 /** `broke-*`: the buyer signs but holds no USDC, so the settlement fails and the work is reversed. */

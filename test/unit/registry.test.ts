@@ -197,7 +197,8 @@ t.test('prices, meters and plans', async (t) => {
   t.match(findPlan('reviews-credit-5'), { kind: 'credit', priceMicros: 5_000_000n, creditMicros: 5_000_000n, covers: ['reviews-create'] })
   t.match(findPlan('reviews-monthly'), { kind: 'subscription', priceMicros: 15_000_000n, periodDays: 30, callsPerPeriod: 1000, covers: ['reviews-create'] })
 
-  t.same(findService('speechmodel-3.1-flash-tts')?.meter, { name: 'speech', unit: 'request', unitPriceMicros: 10_000n, includedUnits: 0 })
+  t.same(findService('speechmodel-3.1-flash-tts')?.meter, { name: 'speech-characters', unit: '1000 characters', unitPriceMicros: 15_000n, includedUnits: 0 })
+  t.same(findOperation('synthesizeSpeech')?.pricing, { kind: 'per-unit', unitsFromText: { field: 'input', perCharacters: 1000 }, maxUnits: 5 })
   t.same(findService('memory')?.meter, { name: 'memory-ops', unit: 'ops', unitPriceMicros: 1_000n, includedUnits: 0 })
   t.same(findOperation('purchasePlan')?.pricing, { kind: 'plan-price' })
   for (const id of ['createTask', 'fundTask', 'depositMemoryFunds']) {
@@ -464,13 +465,17 @@ t.test('task create body, headers and PATCH', async (t) => {
 
 t.test('speech, advisor and memory bodies', async (t) => {
   const speech = schemaOf('synthesizeSpeech', 'body')
-  const said = check(speech, { text: 'hello' })
+  const said = check(speech, { input: 'hello' })
   t.ok(said.ok)
   t.equal((said.data as { format: string }).format, 'wav', 'format defaults to wav')
-  t.notOk(check(speech, { text: '' }).ok, 'empty text')
-  t.notOk(check(speech, { text: 'x'.repeat(5001) }).ok, 'text <= 5000')
-  t.notOk(check(speech, { text: 'x', format: 'mp3' }).ok, 'wav only')
-  t.notOk(check(speech, { text: 'x', speed: 3 }).ok, 'speed <= 2')
+  t.notOk(check(speech, { input: '' }).ok, 'empty input')
+  t.ok(check(speech, { input: 'x'.repeat(4096) }).ok, 'input of 4096 characters')
+  t.notOk(check(speech, { input: 'x'.repeat(4097) }).ok, 'input <= 4096')
+  t.ok(check(speech, { input: '😀'.repeat(4096) }).ok, 'the cap counts characters, not UTF-16 units')
+  t.notOk(check(speech, { input: 'x', format: 'mp3' }).ok, 'wav only')
+  t.notOk(check(speech, { input: 'x', speed: 3 }).ok, 'speed <= 2')
+  t.notOk(check(speech, { input: 'x', voice: 'darth' }).ok, 'listed voices only')
+  t.notOk(check(speech, { text: 'x' }).ok, 'the field is input')
 
   const guide = schemaOf('getAgentGuide', 'querystring')
   t.ok(check(guide, { goal: 'make a song' }).ok)

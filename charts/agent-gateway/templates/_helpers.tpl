@@ -19,13 +19,13 @@
 {{/*
 The roles of the one binary. key: section of values.yaml; port: the listener the role serves alone
 (probes and /metrics on every one); portEnv: the variable naming it; service: Service name suffix;
-public: exposed through the ingress controller.
+public: reached through the ingress controller (media: its /media hosting on the gateway host).
 */}}
 {{- define "agent-gateway.roles" -}}
 gateway:       { key: gateway,      port: 4020, portEnv: GATEWAY_PORT,    service: gateway,    public: true }
 scheduler-api: { key: schedulerApi, port: 4021, portEnv: SCHEDULER_PORT,  service: scheduler,  public: true }
 memory:        { key: memory,       port: 4022, portEnv: MEMORY_PORT,     service: memory,     public: true }
-media:         { key: media,        port: 4023, portEnv: MEDIA_PORT,      service: media,      public: false }
+media:         { key: media,        port: 4023, portEnv: MEDIA_PORT,      service: media,      public: true }
 controller:    { key: controller,   port: 4024, portEnv: CONTROLLER_PORT, service: controller, public: false }
 {{- end -}}
 
@@ -96,6 +96,37 @@ capabilities:
 {{- end -}}
 {{- end -}}
 
+{{/*
+PUBLIC_MEDIA_URL: the value; else the gateway's ingress URL (the ingress routes /media on the
+gateway host to the media Service); else the media Service.
+*/}}
+{{- define "agent-gateway.publicMediaUrl" -}}
+{{- $v := .Values -}}
+{{- if $v.config.publicUrls.media -}}
+{{- $v.config.publicUrls.media -}}
+{{- else if and $v.ingress.enabled $v.ingress.hosts.gateway -}}
+{{- printf "%s://%s" (include "agent-gateway.scheme" (dict "ctx" . "host" $v.ingress.hosts.gateway)) $v.ingress.hosts.gateway -}}
+{{- else -}}
+{{- include "agent-gateway.mediaInternalUrl" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/* MEDIA_URL of the gateway: the media Service. */}}
+{{- define "agent-gateway.mediaInternalUrl" -}}
+{{- printf "http://%s-media.%s.svc:4023" (include "agent-gateway.fullname" .) .Release.Namespace -}}
+{{- end -}}
+
+{{/* The Secret and key of MEDIA_INTERNAL_TOKEN: media.internalToken.existingSecret, else the chart's generated one. */}}
+{{- define "agent-gateway.mediaTokenSecret" -}}
+{{- with .Values.media.internalToken.existingSecret -}}
+name: {{ . }}
+key: {{ $.Values.media.internalToken.key }}
+{{- else -}}
+name: {{ include "agent-gateway.fullname" . }}-media-token
+key: MEDIA_INTERNAL_TOKEN
+{{- end -}}
+{{- end -}}
+
 {{- define "agent-gateway.schedulerInternalUrl" -}}
 {{- .Values.config.schedulerInternalUrl | default (printf "http://%s-scheduler.%s.svc:4021" (include "agent-gateway.fullname" .) .Release.Namespace) -}}
 {{- end -}}
@@ -120,14 +151,44 @@ key: {{ .Values.externalRedis.key }}
 {{- end -}}
 {{- end -}}
 
-{{/* Which secret variables each role reads (least privilege: media reads none). */}}
+{{/*
+Which variables of secrets.existingSecret each role reads (least privilege). The S3 keys go to the
+roles that keep blobs, and only with blobStore.type s3; media takes no payments, so it reads no
+chain or mail secret. MEDIA_INTERNAL_TOKEN has its own Secret (agent-gateway.mediaTokenSecret).
+*/}}
 {{- define "agent-gateway.secretEnvByRole" -}}
+{{- $s3 := ternary (list "S3_ACCESS_KEY_ID" "S3_SECRET_ACCESS_KEY") (list) (eq .Values.blobStore.type "s3") -}}
 gateway: [SETTLER_PRIVATE_KEY, MPP_SECRET_KEY, SMTP_URL]
-scheduler-api: [SETTLER_PRIVATE_KEY, MPP_SECRET_KEY, SCHEDULER_SECRET_KEY, LLM_API_KEY, SMTP_URL, MARKETPLACE_PAYER_PRIVATE_KEY]
-controller: [SETTLER_PRIVATE_KEY, MPP_SECRET_KEY, SCHEDULER_SECRET_KEY, SMTP_URL]
+scheduler-api: {{ concat (list "SETTLER_PRIVATE_KEY" "MPP_SECRET_KEY" "SCHEDULER_SECRET_KEY" "LLM_API_KEY" "SMTP_URL" "MARKETPLACE_PAYER_PRIVATE_KEY") $s3 | toJson }}
+controller: {{ concat (list "SETTLER_PRIVATE_KEY" "MPP_SECRET_KEY" "SCHEDULER_SECRET_KEY" "SMTP_URL") $s3 | toJson }}
 memory: [SETTLER_PRIVATE_KEY, MPP_SECRET_KEY, SMTP_URL]
-media: []
+media: {{ concat (list "SONG_UPSTREAM_API_KEY" "SPEECH_UPSTREAM_API_KEY") $s3 | toJson }}
 migrate: []
+{{- end -}}
+
+{{/* BLOB_STORE and its settings, for the roles that keep blobs (scheduler-api, controller, media). */}}
+{{- define "agent-gateway.blobEnv" -}}
+{{- $b := .Values.blobStore -}}
+- name: BLOB_DIR
+  value: /var/lib/agent-gateway/blobs
+{{- if eq $b.type "s3" }}
+- name: BLOB_STORE
+  value: s3
+- name: S3_BUCKET
+  value: {{ $b.s3.bucket | quote }}
+- name: S3_REGION
+  value: {{ $b.s3.region | quote }}
+{{- with $b.s3.endpoint }}
+- name: S3_ENDPOINT
+  value: {{ . | quote }}
+{{- end }}
+{{- with $b.s3.prefix }}
+- name: S3_PREFIX
+  value: {{ . | quote }}
+{{- end }}
+- name: S3_FORCE_PATH_STYLE
+  value: {{ $b.s3.forcePathStyle | toString | quote }}
+{{- end }}
 {{- end -}}
 
 {{/*
@@ -150,6 +211,8 @@ The variables are the ones src/platform/config.ts reads (README "Configuration")
   value: {{ include "agent-gateway.publicUrl" (dict "ctx" $ctx "name" "scheduler" "port" 4021) | quote }}
 - name: PUBLIC_MEMORY_URL
   value: {{ include "agent-gateway.publicUrl" (dict "ctx" $ctx "name" "memory" "port" 4022) | quote }}
+- name: PUBLIC_MEDIA_URL
+  value: {{ include "agent-gateway.publicMediaUrl" $ctx | quote }}
 - name: BODY_LIMIT_BYTES
   value: {{ $v.config.bodyLimitBytes | int64 | quote }}
 - name: SHUTDOWN_GRACE_MS
@@ -198,8 +261,47 @@ The variables are the ones src/platform/config.ts reads (README "Configuration")
       fieldPath: metadata.namespace
 - name: SCHEDULER_INTERNAL_URL
   value: {{ include "agent-gateway.schedulerInternalUrl" $ctx | quote }}
-- name: BLOB_DIR
-  value: /var/lib/agent-gateway/blobs
+{{- end }}
+{{- if has $role (list "scheduler-api" "controller" "media") }}
+{{ include "agent-gateway.blobEnv" $ctx }}
+{{- end }}
+{{- if has $role (list "gateway" "media") }}
+{{- /* The gateway calls the media Service with this bearer; media accepts only it. */}}
+- name: MEDIA_INTERNAL_TOKEN
+  valueFrom:
+    secretKeyRef:
+      {{- include "agent-gateway.mediaTokenSecret" $ctx | nindent 6 }}
+{{- end }}
+{{- if eq $role "gateway" }}
+- name: MEDIA_URL
+  value: {{ include "agent-gateway.mediaInternalUrl" $ctx | quote }}
+{{- end }}
+{{- if eq $role "media" }}
+{{- $m := $v.media }}
+- name: MEDIA_CONCURRENCY
+  value: {{ $m.concurrency | int64 | quote }}
+- name: MEDIA_ANALYSIS_THREADS
+  value: {{ $m.analysisThreads | int64 | quote }}
+- name: MEDIA_UPSTREAM_TIMEOUT_MS
+  value: {{ $m.upstreamTimeoutMs | int64 | quote }}
+- name: MEDIA_UPSTREAM_RETRIES
+  value: {{ $m.upstreamRetries | int64 | quote }}
+{{- with $m.song.upstreamUrl }}
+- name: SONG_UPSTREAM_URL
+  value: {{ . | quote }}
+{{- end }}
+{{- with $m.song.model }}
+- name: SONG_UPSTREAM_MODEL
+  value: {{ . | quote }}
+{{- end }}
+{{- with $m.speech.upstreamUrl }}
+- name: SPEECH_UPSTREAM_URL
+  value: {{ . | quote }}
+{{- end }}
+{{- with $m.speech.model }}
+- name: SPEECH_UPSTREAM_MODEL
+  value: {{ . | quote }}
+{{- end }}
 {{- end }}
 {{- if eq $role "scheduler-api" }}
 {{- with $v.config.llmBaseUrl }}

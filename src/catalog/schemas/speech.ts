@@ -3,11 +3,16 @@
 import { Type } from '@sinclair/typebox'
 import { StringEnum, UsdcAmount } from './common.ts'
 
+/** Longest input, in characters (Unicode code points), as OpenAI-compatible speech APIs take. */
+export const SPEECH_MAX_CHARACTERS = 4096
+/** Voices, named as OpenAI-compatible speech APIs name them; the first is the default. */
+export const SPEECH_VOICES = ['alloy', 'ash', 'ballad', 'coral', 'echo', 'fable', 'nova', 'onyx', 'sage', 'shimmer'] as const
+
 export const SpeechRequest = Type.Object(
   {
-    text: Type.String({ minLength: 1, maxLength: 5000, description: 'Text to speak, 1 to 5000 characters' }),
-    voice: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Voice name; the model default when omitted' })),
-    speed: Type.Optional(Type.Number({ minimum: 0.5, maximum: 2, description: 'Speaking rate, 0.5 to 2 (1 = normal)' })),
+    input: Type.String({ minLength: 1, maxLength: SPEECH_MAX_CHARACTERS, description: `Text to speak, 1 to ${SPEECH_MAX_CHARACTERS} characters` }),
+    voice: Type.Optional(StringEnum(SPEECH_VOICES, { default: 'alloy', description: 'Voice; alloy when omitted' })),
+    speed: Type.Optional(Type.Number({ minimum: 0.5, maximum: 2, default: 1, description: 'Speaking rate, 0.5 to 2 (1 = normal)' })),
     format: Type.Optional(StringEnum(['wav'] as const, { default: 'wav', description: 'Audio container; only wav (24 kHz mono)' })),
   },
   { additionalProperties: false },
@@ -21,8 +26,10 @@ export const SpeechResult = Type.Object(
     seconds: Type.Number({ description: 'Duration in seconds' }),
     model: Type.String(),
     price_usdc: UsdcAmount,
-    sampleRate: Type.Optional(Type.Literal(24000)),
-    channels: Type.Optional(Type.Literal(1)),
+    sampleRate: Type.Literal(24000),
+    channels: Type.Literal(1),
+    voice: Type.String({ description: 'Voice used' }),
+    characters: Type.Integer({ minimum: 1, description: 'Characters spoken (the billed quantity)' }),
   },
   { additionalProperties: false },
 )

@@ -1,0 +1,46 @@
+// The media role's own listener (MEDIA_PORT) when it runs apart from the gateway: the internal
+// generation API the gateway calls (after it has authorised the payment; never public, a shared
+// bearer and the chart's NetworkPolicy keep it so), the hosted audio under /media, and probes.
+import { timingSafeEqual } from 'node:crypto'
+import { Type } from '@sinclair/typebox'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { SongRequest, SongResult } from '../catalog/schemas/songs.ts'
+import { SpeechRequest, SpeechResult } from '../catalog/schemas/speech.ts'
+import type { BlobStore } from '../platform/blobs.ts'
+import { AppError } from '../platform/errors.ts'
+import { createHttpApp, type HttpAppOptions } from '../platform/http.ts'
+import { abortOnClose } from '../platform/request-abort.ts'
+import { MEDIA_SONGS_PATH, MEDIA_SPEECH_PATH } from './client.ts'
+import { registerAudioHosting } from './hosting.ts'
+import type { MediaService } from './service.ts'
+import type { SongOrder } from './songs.ts'
+import type { SpeechOrder } from './speech.ts'
+
+export interface MediaAppDeps extends HttpAppOptions {
+  service: MediaService
+  blobs: BlobStore
+  /** Bearer the gateway presents (MEDIA_INTERNAL_TOKEN). */
+  internalToken: string
+}
+
+const SongOutcomeSchema = Type.Object(
+  { result: Type.Omit(SongResult, ['price_usdc']), ordered: Type.Integer({ minimum: 1 }), delivered: Type.Integer({ minimum: 1 }) },
+  { additionalProperties: false },
+)
+
+export function buildMediaApp(deps: MediaAppDeps): FastifyInstance {
+  const app = createHttpApp(deps)
+  const expected = Buffer.from(`Bearer ${deps.internalToken}`)
+  const authorize = async (request: FastifyRequest) => {
+    const given = Buffer.from(request.headers.authorization ?? '')
+    if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw new AppError('bearer_required', 'the internal media API needs the gateway bearer')
+  }
+  app.post(MEDIA_SONGS_PATH, { schema: { body: SongRequest, response: { 200: SongOutcomeSchema } }, preHandler: authorize }, async (request, reply) =>
+    deps.service.songs(request.body as SongOrder, abortOnClose(reply)),
+  )
+  app.post(MEDIA_SPEECH_PATH, { schema: { body: SpeechRequest, response: { 200: Type.Omit(SpeechResult, ['price_usdc']) } }, preHandler: authorize }, async (request, reply) =>
+    deps.service.speech(request.body as SpeechOrder, abortOnClose(reply)),
+  )
+  registerAudioHosting(app, { blobs: deps.blobs })
+  return app
+}

@@ -1,0 +1,44 @@
+// The gateway's way to the media role when it runs in another process (MEDIA_URL): the same
+// MediaClient over HTTP, authenticated by a shared bearer (MEDIA_INTERNAL_TOKEN). The media role's
+// problem answers (400 naming a field, 502/503/504) come back as the same AppError.
+import { AppError, errorCatalogue, type ErrorCode } from '../platform/errors.ts'
+import type { MediaClient } from './service.ts'
+import type { SongOutcome } from './songs.ts'
+import type { SpeechDelivery } from './speech.ts'
+
+export const MEDIA_SONGS_PATH = '/internal/v1/songs'
+export const MEDIA_SPEECH_PATH = '/internal/v1/speech'
+
+export function createHttpMediaClient(options: { url: string; token: string; fetch?: typeof fetch }): MediaClient {
+  const base = options.url.replace(/\/+$/, '')
+  const send = options.fetch ?? fetch
+  async function call<T>(path: string, body: unknown, signal: AbortSignal): Promise<T> {
+    let response: Response
+    try {
+      response = await send(base + path, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${options.token}` },
+        body: JSON.stringify(body),
+        signal,
+      })
+    } catch (error) {
+      signal.throwIfAborted()
+      throw new AppError('media_unavailable', `the media role at ${base} cannot be reached; nothing was charged`, { cause: error })
+    }
+    const text = await response.text()
+    if (response.ok) return JSON.parse(text) as T
+    let problem: { code?: string; detail?: string; field?: string } = {}
+    try {
+      problem = JSON.parse(text) as typeof problem
+    } catch {}
+    const code = problem.code !== undefined && problem.code in errorCatalogue ? (problem.code as ErrorCode) : 'media_unavailable'
+    throw new AppError(code, problem.detail ?? `the media role answered ${response.status}; nothing was charged`, {
+      ...(problem.field ? { field: problem.field } : {}),
+      status: code === 'media_unavailable' && response.status !== 503 ? 502 : response.status,
+    })
+  }
+  return {
+    songs: (order, signal) => call<SongOutcome>(MEDIA_SONGS_PATH, order, signal),
+    speech: (order, signal) => call<SpeechDelivery>(MEDIA_SPEECH_PATH, order, signal),
+  }
+}
