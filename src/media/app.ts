@@ -10,7 +10,7 @@ import type { BlobStore } from '../platform/blobs.ts'
 import { AppError } from '../platform/errors.ts'
 import { createHttpApp, type HttpAppOptions } from '../platform/http.ts'
 import { abortOnClose } from '../platform/request-abort.ts'
-import { MEDIA_SONGS_PATH, MEDIA_SPEECH_PATH } from './client.ts'
+import { MEDIA_SONGS_PATH, MEDIA_SPEECH_PATH, MEDIA_TOOLS_PATH } from './client.ts'
 import { registerAudioHosting } from './hosting.ts'
 import type { MediaService } from './service.ts'
 import type { SongOrder } from './songs.ts'
@@ -40,6 +40,17 @@ export function buildMediaApp(deps: MediaAppDeps): FastifyInstance {
   )
   app.post(MEDIA_SPEECH_PATH, { schema: { body: SpeechRequest, response: { 200: Type.Omit(SpeechResult, ['price_usdc']) } }, preHandler: authorize }, async (request, reply) =>
     deps.service.speech(request.body as SpeechOrder, abortOnClose(reply)),
+  )
+  app.get(
+    `${MEDIA_TOOLS_PATH}/:kind`,
+    {
+      schema: {
+        params: Type.Object({ kind: Type.Union([Type.Literal('song'), Type.Literal('speech')]) }),
+        response: { 200: Type.Object({ missing: Type.Union([Type.String(), Type.Null()]) }, { additionalProperties: false }) },
+      },
+      preHandler: authorize,
+    },
+    async (request) => ({ missing: (await deps.service.unavailable?.((request.params as { kind: 'song' | 'speech' }).kind)) ?? null }),
   )
   registerAudioHosting(app, { blobs: deps.blobs })
   return app

@@ -8,6 +8,10 @@ import type { SpeechDelivery } from './speech.ts'
 
 export const MEDIA_SONGS_PATH = '/internal/v1/songs'
 export const MEDIA_SPEECH_PATH = '/internal/v1/speech'
+/** `…/song` or `…/speech`: `{missing}`, why that kind cannot be made right now, or null. */
+export const MEDIA_TOOLS_PATH = '/internal/v1/tools'
+/** How long the gateway trusts the media role's answer about its tools. */
+const TOOLS_TTL_MS = 10_000
 
 export function createHttpMediaClient(options: { url: string; token: string; fetch?: typeof fetch }): MediaClient {
   const base = options.url.replace(/\/+$/, '')
@@ -37,8 +41,26 @@ export function createHttpMediaClient(options: { url: string; token: string; fet
       status: code === 'media_unavailable' && response.status !== 503 ? 502 : response.status,
     })
   }
+  const tools = new Map<string, { at: number; missing: Promise<string | undefined> }>()
+  async function askTools(kind: 'song' | 'speech'): Promise<string | undefined> {
+    try {
+      const response = await send(`${base}${MEDIA_TOOLS_PATH}/${kind}`, { headers: { authorization: `Bearer ${options.token}` }, signal: AbortSignal.timeout(2_000) })
+      if (!response.ok) return undefined
+      return ((await response.json()) as { missing?: string | null }).missing ?? undefined
+    } catch {
+      // Unreachable now: the generation call itself answers 503 with nothing charged.
+      return undefined
+    }
+  }
   return {
     songs: (order, signal) => call<SongOutcome>(MEDIA_SONGS_PATH, order, signal),
     speech: (order, signal) => call<SpeechDelivery>(MEDIA_SPEECH_PATH, order, signal),
+    unavailable(kind) {
+      const cached = tools.get(kind)
+      if (cached && Date.now() - cached.at < TOOLS_TTL_MS) return cached.missing
+      const missing = askTools(kind)
+      tools.set(kind, { at: Date.now(), missing })
+      return missing
+    },
   }
 }

@@ -43,7 +43,6 @@ interface Made {
   index: number
   seed: number
   model: string
-  pcm: Pcm
   analysis: Analysis
   url: string
   sizeBytes: number
@@ -76,7 +75,8 @@ export function createSongPipeline(deps: SongPipelineDeps) {
     return audioUrl(deps.publicMediaUrl, key)
   }
 
-  async function makeCandidate(order: SongOrder, durationSec: number, index: number, signal: AbortSignal): Promise<Made> {
+  /** Each candidate's decoded audio, kept only until the best is chosen (up to 3 × 300 s of PCM). */
+  async function makeCandidate(order: SongOrder, durationSec: number, index: number, signal: AbortSignal, pcms: Map<number, Pcm>): Promise<Made> {
     const seed = candidateSeed(order.seed, index)
     const audio = await deps.generations(() =>
       provider.generate({
@@ -99,14 +99,16 @@ export function createSongPipeline(deps: SongPipelineDeps) {
     const pcm = await decodeToPcm(audio.bytes, { signal })
     const analysis = await pool.analyze(pcm, { targetBpm: order.selectionTarget?.bpm })
     const mp3 = await encodeMp3(pcm, { signal })
-    return { index, seed: audio.seed, model: audio.model, pcm, analysis, url: await store(mp3), sizeBytes: mp3.length }
+    pcms.set(index, pcm)
+    return { index, seed: audio.seed, model: audio.model, analysis, url: await store(mp3), sizeBytes: mp3.length }
   }
 
   return {
     async generate(order: SongOrder, signal: AbortSignal): Promise<SongOutcome> {
       const { durationSec } = checkSongRequest(order)
       const ordered = order.candidateCount ?? 1
-      const settled = await Promise.allSettled(Array.from({ length: ordered }, (_, index) => makeCandidate(order, durationSec, index, signal)))
+      const pcms = new Map<number, Pcm>()
+      const settled = await Promise.allSettled(Array.from({ length: ordered }, (_, index) => makeCandidate(order, durationSec, index, signal, pcms)))
       const made: Made[] = []
       const errors: unknown[] = []
       settled.forEach((outcome, index) => {
@@ -133,7 +135,9 @@ export function createSongPipeline(deps: SongPipelineDeps) {
 
       // Missing members took their schema defaults (−14 LUFS, −1 dBTP, 1 s) when the body was validated.
       const mastering = order.mastering
-      const delivered = await deliverSong(selected.pcm, mastering, { pool, signal })
+      const chosen = pcms.get(selected.index)!
+      pcms.clear()
+      const delivered = await deliverSong(chosen, mastering, { pool, signal })
       const final = await pool.analyze(delivered.decoded, { targetBpm: order.selectionTarget?.bpm })
       const url = mastering === undefined ? selected.url : await store(delivered.mp3)
       const notes = [...ranking.notes]

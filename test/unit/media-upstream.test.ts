@@ -132,6 +132,12 @@ t.test('503 twice then success: retried with jittered exponential back-off', asy
   t.equal(server.requests.length, 3)
   t.same(sleeps, [250, 500], 'random 0.5 × 500 ms, then × 1000 ms')
   t.same(server.requests[2]!.json, server.requests[0]!.json, 'the same request each time')
+  const keys = server.requests.map((recorded) => recorded.headers['idempotency-key'])
+  t.match(keys[0], /^[0-9a-f-]{36}$/, 'an Idempotency-Key names the generation')
+  t.same(new Set(keys).size, 1, 'every retry carries the same Idempotency-Key')
+  server.script({ audio: wavBytes() })
+  await provider.generate(request())
+  t.not(server.requests[3]!.headers['idempotency-key'], keys[0], 'another generation, another key')
 })
 
 t.test('retries exhausted on 500 → upstream; 400 and 404 are not retried', async (t) => {

@@ -4,6 +4,8 @@
 //   Authorization: Bearer <apiKey>   (only when a key is configured; only to {url}'s origin)
 //   Content-Type: application/json
 //   Accept: audio/*, application/json
+//   Idempotency-Key: <uuid>          one per candidate, the same on every retry of it, so an
+//                                    upstream that honours it generates once however often we ask
 //   { "model": string,                      configured model; omitted when none is configured
 //     "prompt": string,
 //     "negative_prompt": string,
@@ -32,6 +34,7 @@
 // policy); JSON that does not parse or names no audio, or a refused audio_url → 'upstream';
 // bytes that are not audio (or base64 that does not decode) → 'invalid_audio'. The POST and the
 // audio_url GET share one deadline.
+import { randomUUID } from 'node:crypto'
 import { egressPolicy, guardedFetch, resolveTarget } from '../../../platform/egress.ts'
 import { GenerationError, type GeneratedAudio, type SongGenerationRequest, type SongProvider } from '../../types.ts'
 import { callUpstream, hostPort, redact, type UpstreamHttp, type UpstreamHttpOptions, type UpstreamResponse, upstreamHttp } from './http.ts'
@@ -117,7 +120,7 @@ export function createUpstreamSongProvider(options: UpstreamSongOptions): SongPr
         method: 'POST',
         url: endpoint,
         json: songRequestBody(request, options.model || undefined),
-        headers: { accept: 'audio/*, application/json' },
+        headers: { accept: 'audio/*, application/json', 'idempotency-key': randomUUID() },
         authorize: true,
         signal: request.signal,
         deadline,
