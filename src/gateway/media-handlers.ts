@@ -79,7 +79,8 @@ export function mediaHandlers(deps: MediaHandlerDeps) {
 
     synthesizeSpeech: async (request, reply) => {
       const result = await media.speech(request.body as SpeechOrder, abortOnClose(reply))
-      const units = Math.max(1, Math.ceil(result.characters / 1000))
+      // All or nothing: the units the access rule priced (started blocks of characters) are delivered.
+      const units = request.payment?.units ?? 1
       const delivery = { operationId: 'synthesizeSpeech', ordered: units, delivered: units, unitPriceMicros: deps.prices.speech, url: result.url }
       return sell(request, reply, delivery, result)
     },

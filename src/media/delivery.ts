@@ -31,12 +31,15 @@ export interface Delivered {
   }
 }
 
-export async function deliverSong(pcm: Pcm, mastering: MasteringTarget | undefined, deps: { pool: AnalysisPool; signal?: AbortSignal | undefined }): Promise<Delivered> {
+/** `song`: the chosen audio and its MP3 as generated (delivered as it is without mastering). */
+export async function deliverSong(
+  song: { pcm: Pcm; mp3: Buffer },
+  mastering: MasteringTarget | undefined,
+  deps: { pool: AnalysisPool; signal?: AbortSignal | undefined },
+): Promise<Delivered> {
   const { pool, signal } = deps
-  if (mastering === undefined) {
-    const mp3 = await encodeMp3(pcm, { signal })
-    return { mp3, decoded: await decodeToPcm(mp3, { signal }) }
-  }
+  const { pcm } = song
+  if (mastering === undefined) return { mp3: song.mp3, decoded: await decodeToPcm(song.mp3, { signal }) }
   let ceilingMarginDb = 0.3
   let loudnessOffsetLu = 0
   let best: (Delivered & { error: number }) | undefined
@@ -45,7 +48,7 @@ export async function deliverSong(pcm: Pcm, mastering: MasteringTarget | undefin
     const pass = await pool.master(pcm, mastering, { ceilingMarginDb, loudnessOffsetLu })
     if (!Number.isFinite(pass.integratedLufs)) {
       // Silence cannot be brought to a loudness: delivered as it is, and said so.
-      const mp3 = await encodeMp3(pcm, { signal })
+      const { mp3 } = song
       const decoded = await decodeToPcm(mp3, { signal })
       const measured = await pool.loudness(decoded)
       return { mp3, decoded, mastering: { rounds: round, targetReached: false, measured, gainAppliedDb: 0, limiterMaxGainReductionDb: 0 } }

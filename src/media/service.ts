@@ -1,11 +1,11 @@
 // The media role's assembly: which providers generate (an upstream model when configured, else
 // the offline composer and espeak-ng), the analysis threads, the generation limit, the blob store
 // the audio lands in. The gateway reaches it through a MediaClient (client.ts).
-import pLimit from 'p-limit'
 import type { BlobStore } from '../platform/blobs.ts'
 import type { Logger } from '../platform/logger.ts'
 import { createAnalysisPool, type AnalysisPool } from './analysis-pool.ts'
 import { checkMediaPrerequisites } from './prerequisites.ts'
+import { createSlots } from './slots.ts'
 import { createOfflineSpeechProvider } from './providers/offline/espeak.ts'
 import { createOfflineSongProvider } from './providers/offline/song-provider.ts'
 import { createUpstreamSongProvider } from './providers/upstream/song.ts'
@@ -59,7 +59,7 @@ export function createMediaService(options: MediaOptions): MediaService {
       ? createUpstreamSpeechProvider({ url: options.speech.url, apiKey: options.speech.apiKey, model: options.speech.model, ...upstream })
       : createOfflineSpeechProvider())
   const pool = options.pool ?? createAnalysisPool({ threads: options.analysisThreads })
-  const generations = pLimit(options.concurrency)
+  const generations = createSlots(options.concurrency)
   const songs = createSongPipeline({ provider: song, pool, blobs: options.blobs, publicMediaUrl: options.publicMediaUrl, generations, logger: options.logger })
   const speeches = createSpeechPipeline({ provider: speech, blobs: options.blobs, publicMediaUrl: options.publicMediaUrl, generations })
   // ffmpeg is needed by every path (decode, MP3); fluidsynth and its soundfont by the offline

@@ -6,6 +6,7 @@
 import { randomInt } from 'node:crypto'
 import type { Static } from '@sinclair/typebox'
 import type { SongRequest, SongResult } from '../catalog/schemas/songs.ts'
+import type { Slots } from './slots.ts'
 import type { BlobStore } from '../platform/blobs.ts'
 import { AppError } from '../platform/errors.ts'
 import type { Logger } from '../platform/logger.ts'
@@ -13,7 +14,6 @@ import type { AnalysisPool } from './analysis-pool.ts'
 import { decodeToPcm, encodeMp3 } from './audio-io/ffmpeg.ts'
 import { deliverSong } from './delivery.ts'
 import { audioKeyFor, audioUrl } from './hosting.ts'
-import type { LimitFunction } from 'p-limit'
 import { rankCandidates } from './ranking.ts'
 import { checkSongRequest } from './request-rules.ts'
 import { GenerationError, type Analysis, type Pcm, type Score, type SongProvider } from './types.ts'
@@ -35,7 +35,7 @@ export interface SongPipelineDeps {
   /** Base URL hosted audio is served under (…/media/audio/<key>). */
   publicMediaUrl: string
   /** Generations at once in this process, across requests and candidates. */
-  generations: LimitFunction
+  generations: Slots
   logger: Logger
 }
 
@@ -75,10 +75,10 @@ export function createSongPipeline(deps: SongPipelineDeps) {
     return audioUrl(deps.publicMediaUrl, key)
   }
 
-  /** Each candidate's decoded audio, kept only until the best is chosen (up to 3 × 300 s of PCM). */
-  async function makeCandidate(order: SongOrder, durationSec: number, index: number, signal: AbortSignal, pcms: Map<number, Pcm>): Promise<Made> {
+  /** `audio`: each candidate's decoded audio and MP3, kept only until the best is chosen (up to 3 × 300 s of PCM). */
+  async function makeCandidate(order: SongOrder, durationSec: number, index: number, signal: AbortSignal, audio: Map<number, { pcm: Pcm; mp3: Buffer }>): Promise<Made> {
     const seed = candidateSeed(order.seed, index)
-    const audio = await deps.generations(() =>
+    const generated = await deps.generations.run(signal, () =>
       provider.generate({
         prompt: order.prompt,
         negativePrompt: order.negativePrompt,
@@ -96,19 +96,19 @@ export function createSongPipeline(deps: SongPipelineDeps) {
         signal,
       }),
     )
-    const pcm = await decodeToPcm(audio.bytes, { signal })
+    const pcm = await decodeToPcm(generated.bytes, { signal })
     const analysis = await pool.analyze(pcm, { targetBpm: order.selectionTarget?.bpm })
     const mp3 = await encodeMp3(pcm, { signal })
-    pcms.set(index, pcm)
-    return { index, seed: audio.seed, model: audio.model, analysis, url: await store(mp3), sizeBytes: mp3.length }
+    audio.set(index, { pcm, mp3 })
+    return { index, seed: generated.seed, model: generated.model, analysis, url: await store(mp3), sizeBytes: mp3.length }
   }
 
   return {
     async generate(order: SongOrder, signal: AbortSignal): Promise<SongOutcome> {
       const { durationSec } = checkSongRequest(order)
       const ordered = order.candidateCount ?? 1
-      const pcms = new Map<number, Pcm>()
-      const settled = await Promise.allSettled(Array.from({ length: ordered }, (_, index) => makeCandidate(order, durationSec, index, signal, pcms)))
+      const audio = new Map<number, { pcm: Pcm; mp3: Buffer }>()
+      const settled = await Promise.allSettled(Array.from({ length: ordered }, (_, index) => makeCandidate(order, durationSec, index, signal, audio)))
       const made: Made[] = []
       const errors: unknown[] = []
       settled.forEach((outcome, index) => {
@@ -135,8 +135,8 @@ export function createSongPipeline(deps: SongPipelineDeps) {
 
       // Missing members took their schema defaults (−14 LUFS, −1 dBTP, 1 s) when the body was validated.
       const mastering = order.mastering
-      const chosen = pcms.get(selected.index)!
-      pcms.clear()
+      const chosen = audio.get(selected.index)!
+      audio.clear()
       const delivered = await deliverSong(chosen, mastering, { pool, signal })
       const final = await pool.analyze(delivered.decoded, { targetBpm: order.selectionTarget?.bpm })
       const url = mastering === undefined ? selected.url : await store(delivered.mp3)

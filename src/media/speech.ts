@@ -1,8 +1,8 @@
 // Speech: the provider's audio (any rate, any channels) delivered as WAV, 24 kHz mono 16-bit,
 // stored before the answer names it. `seconds` is counted from the delivered samples.
 import type { Static } from '@sinclair/typebox'
-import type { LimitFunction } from 'p-limit'
 import type { SpeechRequest, SpeechResult } from '../catalog/schemas/speech.ts'
+import type { Slots } from './slots.ts'
 import type { BlobStore } from '../platform/blobs.ts'
 import { AppError } from '../platform/errors.ts'
 import { decodeToPcm, encodeWav16 } from './audio-io/ffmpeg.ts'
@@ -15,7 +15,7 @@ export type SpeechDelivery = Omit<Static<typeof SpeechResult>, 'price_usdc'>
 export const SPEECH_SAMPLE_RATE = 24_000
 const WAV_HEADER_BYTES = 44
 
-export function createSpeechPipeline(deps: { provider: SpeechProvider; blobs: BlobStore; publicMediaUrl: string; generations: LimitFunction }) {
+export function createSpeechPipeline(deps: { provider: SpeechProvider; blobs: BlobStore; publicMediaUrl: string; generations: Slots }) {
   const { provider, blobs } = deps
   return {
     async synthesize(order: SpeechOrder, signal: AbortSignal): Promise<SpeechDelivery> {
@@ -26,7 +26,7 @@ export function createSpeechPipeline(deps: { provider: SpeechProvider; blobs: Bl
       let wav: Buffer
       let model: string
       try {
-        const audio = await deps.generations(() => provider.synthesize({ text: order.input, voice, speed: order.speed ?? 1, signal }))
+        const audio = await deps.generations.run(signal, () => provider.synthesize({ text: order.input, voice, speed: order.speed ?? 1, signal }))
         model = audio.model
         const pcm = await decodeToPcm(audio.bytes, { signal })
         wav = await encodeWav16(pcm, { sampleRate: SPEECH_SAMPLE_RATE, channels: 1, signal })

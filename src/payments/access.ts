@@ -23,6 +23,8 @@ export interface PaymentContext {
   agent: Agent | null
   /** Free included units consumed by this call. */
   includedUnits: number
+  /** Units of the meter this call was priced for (per-unit pricing), free ones included. */
+  units?: number
   /** The spend key of the payment (unique per payment), when a payment was made. */
   replayKey: string | null
   /**
@@ -243,6 +245,7 @@ export function createAccessControl(deps: AccessDeps) {
         amountMicros: chargeable,
         agent,
         includedUnits: freeUnits,
+        units,
         replayKey: authorized?.payment.replayKey ?? null,
         bind: bindOf(authorized),
       }

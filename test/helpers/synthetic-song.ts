@@ -2,6 +2,7 @@
 // pattern over held chords, made in JS in milliseconds), with failures, timeouts and garbage
 // chosen per candidate seed. The media pipeline around them (decode, analysis workers, MP3,
 // blob store) is the real one.
+import { SPEECH_VOICES } from '../../src/catalog/schemas/speech.ts'
 import { writeWav16 } from '../../src/media/audio-io/wav.ts'
 import { GenerationError, type GeneratedAudio, type SongGenerationRequest, type SongProvider, type SpeechProvider } from '../../src/media/types.ts'
 
@@ -54,7 +55,7 @@ export function scriptedSongProvider(behaviour: (seed: number) => Behaviour = ()
 export const scriptedSpeechProvider: SpeechProvider = {
   kind: 'upstream',
   model: 'scripted-speech',
-  voices: ['alloy', 'ash', 'ballad', 'coral', 'echo', 'fable', 'nova', 'onyx', 'sage', 'shimmer'],
+  voices: SPEECH_VOICES,
   async synthesize(request) {
     const seconds = Math.max(0.5, request.text.length / 15)
     return { bytes: syntheticSong({ seconds, bpm: 90, sampleRate: 16_000 }), mimeType: 'audio/wav', model: 'scripted-speech', seed: 0 }

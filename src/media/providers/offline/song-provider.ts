@@ -7,6 +7,7 @@ import type { GeneratedAudio, Pcm, SongGenerationRequest, SongProvider } from '.
 import { compose, type MusicalPlan } from './composer.ts'
 import { DEFAULT_SOUNDFONT, renderMidi } from './fluidsynth.ts'
 import { planToMidi } from './midi.ts'
+import { createSlots } from '../../slots.ts'
 
 export const OFFLINE_SONG_MODEL = 'songmodel-3-pro (offline composer)'
 
@@ -68,44 +69,5 @@ export function finish(pcm: Pcm): void {
     const n = channel.length
     for (let i = 0; i < n; i++) channel[i]! *= gain
     for (let k = 0; k < fade; k++) channel[n - 1 - k]! *= 0.5 - 0.5 * Math.cos((Math.PI * k) / fade)
-  }
-}
-
-/** A small counting semaphore; a waiter leaves the queue when its signal aborts, a freed slot passes straight to the next. */
-function createSlots(limit: number) {
-  let active = 0
-  const waiting: Array<() => void> = []
-  const release = () => {
-    const next = waiting.shift()
-    if (next) next()
-    else active -= 1
-  }
-  const acquire = (signal: AbortSignal) =>
-    new Promise<void>((resolve, reject) => {
-      if (active < limit) {
-        active += 1
-        return resolve()
-      }
-      const go = () => {
-        signal.removeEventListener('abort', onAbort)
-        resolve()
-      }
-      const onAbort = () => {
-        waiting.splice(waiting.indexOf(go), 1)
-        reject(signal.reason)
-      }
-      waiting.push(go)
-      signal.addEventListener('abort', onAbort, { once: true })
-    })
-  return {
-    async run<T>(signal: AbortSignal, work: () => Promise<T>): Promise<T> {
-      await acquire(signal)
-      try {
-        signal.throwIfAborted()
-        return await work()
-      } finally {
-        release()
-      }
-    },
   }
 }
