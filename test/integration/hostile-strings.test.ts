@@ -179,6 +179,30 @@ async function appsSuite(t: Test, databaseUrl?: string): Promise<void> {
     t.equal(fine.status, 200, 'an emoji in a search query is fine')
   })
 
+  await t.test('songs and speech: every string field, before any 402', async (t) => {
+    const song = (extra: string) => inject(gateway, 'POST', '/api/v1/audio/songs/songmodel-3-pro', { payload: `{"candidateCount":1,${extra}}` })
+    refused(t, await song('"prompt":"lofi\\u0000"'), 'body.prompt', NUL, 'NUL in a prompt')
+    refused(t, await song('"prompt":"x","negativePrompt":"\\ud800"'), 'body.negativePrompt', LONE, 'a lone surrogate in negativePrompt')
+    refused(
+      t,
+      await song('"prompt":"x","sections":[{"name":"a","startSec":0,"endSec":30,"description":"quiet\\u0000"}]'),
+      'body.sections.0.description',
+      NUL,
+      'NUL in a section description',
+    )
+    refused(
+      t,
+      await song('"prompt":"x","instrumentalLeadMapping":[{"role":"lead","instrument":"sax\\udc00"}]'),
+      'body.instrumentalLeadMapping.0.instrument',
+      LONE,
+      'a lone surrogate in an instrument',
+    )
+    const speech = await inject(gateway, 'POST', '/api/v1/audio/speech/speechmodel-3.1-flash-tts', { payload: '{"input":"hello\\u0000"}' })
+    refused(t, speech, 'body.input', NUL, 'NUL in speech input')
+    const legit = await song(`"prompt":${JSON.stringify('שלום \u200f\u200b lofi 🎵')}`)
+    t.equal(legit.status, 402, 'right-to-left, zero-width and emoji in a prompt pass validation: the answer is the price')
+  })
+
   await t.test('memory (schemas validate before the 501 handlers)', async (t) => {
     refused(t, await inject(memory, 'POST', '/api/v1/memories', { payload: '{"content":"x","metadata":{"k\\u0000":"v"}}' }), 'body.metadata.k\\u0000', NUL, 'NUL in a metadata key')
     refused(t, await inject(memory, 'POST', '/api/v1/memories', { payload: '{"content":"\\udfff"}' }), 'body.content', LONE, 'a lone surrogate in content')
