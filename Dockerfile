@@ -13,7 +13,10 @@ ARG NODE_IMAGE=node:24-bookworm-slim
 # ---- production dependencies -------------------------------------------------------------
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
-COPY package.json package-lock.json ./
+# onnxruntime-node's postinstall would fetch CUDA providers from NuGet: skipped (.npmrc says so
+# too); its CPU binaries are in the npm package.
+ENV ONNXRUNTIME_NODE_INSTALL=skip
+COPY package.json package-lock.json .npmrc ./
 # `npm install`, not `npm ci`: @foundry-rs/anvil lists optional platform packages (darwin, arm64,
 # win32) that the project's registry does not serve, so the lock cannot hold them and `npm ci`
 # refuses it (see .ci/run). --omit=dev drops tap, typescript and the `node` devDependency.

@@ -13,6 +13,12 @@ Usage:
   agent-gateway ROLE              same as \`serve ROLE\`
   agent-gateway migrate           apply database migrations and exit
   agent-gateway config            print the configuration variables and their defaults
+  agent-gateway memory rotate-key [--to KEK_ID]
+                                  re-wrap every memory owner's data key under a new key-encryption
+                                  key: without --to, a new key is generated into the key ring file
+                                  (the embedded default's); with --to, KEK_ID must already be in the
+                                  ring (a mounted Secret). Records are not re-encrypted; replicas keep
+                                  serving (with PGlite, stop the server first: it holds DATA_DIR)
   agent-gateway --help | --version
 
 Roles: ${ROLES.join(', ')}
@@ -34,7 +40,7 @@ function version(): string {
 }
 
 const parseCommandLine = (argv: string[]) =>
-  parseArgs({ args: argv, allowPositionals: true, options: { help: { type: 'boolean', short: 'h' }, version: { type: 'boolean', short: 'v' } } })
+  parseArgs({ args: argv, allowPositionals: true, options: { help: { type: 'boolean', short: 'h' }, version: { type: 'boolean', short: 'v' }, to: { type: 'string' } } })
 
 export async function main(argv: string[]): Promise<number> {
   let parsed: ReturnType<typeof parseCommandLine>
@@ -57,6 +63,7 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${configTable()}\n`)
     return 0
   }
+  if (command === 'memory') return memoryCommand(rest, parsed.values.to)
   const roleArgs = command === 'serve' ? rest : command === 'migrate' ? [] : [command, ...rest]
   const unknown = roleArgs.filter((role) => !ROLES.includes(role as Role))
   if (command !== 'serve' && command !== 'migrate' && !ROLES.includes(command as Role)) {
@@ -146,4 +153,61 @@ export async function main(argv: string[]): Promise<number> {
     process.once('SIGTERM', shutdown)
     process.once('SIGINT', shutdown)
   })
+}
+
+/** `agent-gateway memory rotate-key [--to KEK_ID]`: see USAGE and docs/memory.md "Keys". */
+async function memoryCommand(args: string[], to: string | undefined): Promise<number> {
+  if (args[0] !== 'rotate-key' || args.length !== 1) {
+    process.stderr.write(`Unknown memory command "${args.join(' ')}"; try: agent-gateway memory rotate-key [--to KEK_ID]\n`)
+    return 2
+  }
+  let config: ReturnType<typeof loadConfig>
+  try {
+    config = loadConfig()
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`)
+      return 78
+    }
+    throw error
+  }
+  const runtime = await import('./runtime.ts')
+  const { migrate, migrationsDir } = await import('./platform/db/migrate.ts')
+  const { rotateKek } = await import('./memory/crypto/rotate.ts')
+  const { addKeyToRingFile, EMBEDDED_RING_FILE } = await import('./memory/crypto/keyring.ts')
+  const { openKeyRing } = await import('./memory/role.ts')
+  const path = await import('node:path')
+  let db: Awaited<ReturnType<typeof runtime.openPlatformDb>>
+  try {
+    db = await runtime.openPlatformDb(config)
+  } catch (error) {
+    process.stderr.write(`agent-gateway memory rotate-key: cannot open the database: ${(error as Error).message}\n`)
+    return 1
+  }
+  try {
+    await migrate(db, migrationsDir)
+    const ringFile = config.memoryKeyFile ?? path.join(config.dataDir, EMBEDDED_RING_FILE)
+    const ring = await openKeyRing(config)
+    let target = to
+    if (target === undefined) {
+      target = await addKeyToRingFile(ringFile, { makeActive: true })
+      await ring.reload()
+      process.stdout.write(`generated key-encryption key ${target} in ${ringFile}\n`)
+    }
+    const result = await rotateKek({
+      db,
+      ring,
+      toKekId: target,
+      onProgress: ({ rewrapped }) => {
+        process.stdout.write(`  rewrapped ${rewrapped} data keys\n`)
+      },
+    })
+    process.stdout.write(`active key-encryption key: ${target}; rewrapped ${result.rewrapped}, already current ${result.alreadyCurrent}\n`)
+    return 0
+  } catch (error) {
+    process.stderr.write(`agent-gateway memory rotate-key: ${(error as Error).message}\n`)
+    return 1
+  } finally {
+    await db.close()
+  }
 }

@@ -35,6 +35,7 @@ import { removeStaleWorkDirs } from '../controllers/local/workdirs.ts'
 import { createExecutorHealth, formatReport, type ExecutorHealthMonitor, type PrerequisiteReport } from '../controllers/local/prerequisites.ts'
 import { registerHelperRoutes, registerSiblingPublicRoutes } from './scheduler/helpers/index.ts'
 import { buildMemoryApp, MEMORY_OPERATIONS } from './memory/app.ts'
+import { openMemoryRole, type MemoryRole } from './memory/role.ts'
 import { createMediaService, type MediaClient, type MediaService } from './media/service.ts'
 import { createHttpMediaClient } from './media/client.ts'
 import { buildMediaApp } from './media/app.ts'
@@ -329,7 +330,29 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
       }),
     })
   }
-  if (has('memory') && payments) planned.push({ name: 'memory', port: config.memoryPort, app: buildMemoryApp({ ...deps, payments }) })
+  let memoryRole: MemoryRole | undefined
+  if (has('memory') && payments) {
+    const role = await openMemoryRole({ config, db, clock: systemClock, logger, payments })
+    memoryRole = role
+    if (orphans.orphanedBefore) await role.money.refunds.resumeOrphans(orphans.orphanedBefore)
+    refundStandings.push(() => role.money.refunds.standing())
+    planned.push({
+      name: 'memory',
+      port: config.memoryPort,
+      app: buildMemoryApp({
+        ...deps,
+        diagnostics: {
+          ...deps.diagnostics,
+          memory: async () => role.describe(),
+          memoryRefunds: () => stuckRefunds({ standing: () => role.money.refunds.standing() }),
+        },
+        payments,
+        kv,
+        service: role.service,
+        money: role.money,
+      }),
+    })
+  }
   if (payments && refundStandings.length > 0) {
     const { chain } = payments
     registerRefundMetrics(metrics.registry, { standing: () => combinedStanding(refundStandings), walletBalance: () => chain.balanceOf(chain.serviceAddress) })
@@ -371,6 +394,7 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
     if (refundTimer) clearInterval(refundTimer)
     if (mediaRefundTimer) clearInterval(mediaRefundTimer)
     await media?.close().catch(() => {})
+    await memoryRole?.stop().catch(() => {})
     if (elector) await elector.stop().catch(() => {})
     if (controllers) await Promise.allSettled([controllers.tasks.stop(), controllers.runs.stop()])
     await Promise.allSettled(planned.map((entry) => entry.app.close()))

@@ -801,7 +801,24 @@ function memoryOp(operation: MemoryOp): OperationSpec {
 }
 
 const MEMORY_WALLET_HOW =
-  'Free (0 USD). Owner proof: a CAIP-122 Sign-In-With-X message in the SIGN-IN-WITH-X header (an unproven call answers 401 with the challenge) or a $0 x402 / MPP proof of the owning wallet.'
+  'Free (0 USD). Owner proof: a CAIP-122 Sign-In-With-X message in the SIGN-IN-WITH-X header (an unproven call answers 401 with the challenge) or a $0 MPP proof of the owning wallet; ' +
+  'memories written on the marketplace rail belong to the plan holder: send its Authorization: Bearer <accessToken> instead.'
+
+// Marketplace rail of the memory service: each remember on a plan token consumes one memory-ops
+// unit (0.001 USD of plan credit); recall, expand and account are free; dreaming is included.
+const memoryPlans: PlanSpec[] = [
+  {
+    id: 'memory-credit-5',
+    kind: 'credit',
+    title: 'Memory credit, 5 USD',
+    description:
+      '5.00 USD of prepaid credit for the memory service on the marketplace rail: remember with Authorization: Bearer <accessToken> instead of paying; ' +
+      'each write consumes one memory-ops unit (0.001000 USD, so 5,000 writes); recall, expand and account are free; dreaming is included. Credit does not expire.',
+    priceMicros: 5_000_000n,
+    creditMicros: 5_000_000n,
+    covers: ['memory'],
+  },
+]
 
 const memory: ServiceSpec = {
   slug: 'memory',
@@ -813,7 +830,7 @@ const memory: ServiceSpec = {
   server: 'memory',
   access: 'payg',
   meter: { name: 'memory-ops', unit: 'ops', unitPriceMicros: 1_000n, includedUnits: 0 },
-  plans: [],
+  plans: memoryPlans,
   operations: [
     memoryOp({
       operationId: 'rememberMemory',
@@ -823,7 +840,9 @@ const memory: ServiceSpec = {
       description:
         'Stores content (1 to 32768 characters) with optional context namespace, tags and metadata; embeds it and encrypts it at rest (AES-256-GCM, per-owner keys). Readable by recall right after the write. ' +
         'Optional Idempotency-Key: a retry with the same key is charged once. ' +
-        'Price: 0.001000 USD per write (one memory-ops unit) paid with x402 or MPP; owners with a direct deposit (POST /api/v1/deposits) are instead debited the embedding rate (100000 micro-USDC per million input tokens) from it. ' +
+        'Three ways to pay, the first that applies: (1) marketplace rail: Authorization: Bearer <accessToken> of an agent holding a plan covering memory (memory-credit-5) consumes one memory-ops unit, no 402; ' +
+        '(2) direct rail: a SIGN-IN-WITH-X proof of a wallet with a deposit (POST /api/v1/deposits) debits the embedding rate, ceil(tokens × 100000 / 1e6) micro-USDC, from it (402 insufficient_deposit when the balance is short); ' +
+        '(3) otherwise 0.001000 USD per write (one memory-ops unit) paid with x402 or MPP. ' +
         PAYG_HOW,
       proof: 'payment',
       pricing: { kind: 'per-unit' },

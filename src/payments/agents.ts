@@ -129,6 +129,34 @@ async function grantCredit(tx: Queryable, agentId: string, plan: PlanSpec, purch
 }
 
 /** `plans`: every plan of the registry (a settled purchase is activated from its spec). */
+/**
+ * Debits one call of `service` from the agent's best covering plan inside the caller's
+ * transaction `tx` (so the debit commits with the work it pays for, or not at all): credit plans
+ * lose `costMicros`, subscriptions one call. Locks the agent row first, which serialises every
+ * debit of one agent. Undefined when no plan has room (nothing written).
+ */
+export async function debitPlanIn(
+  tx: Queryable,
+  now: Date,
+  input: { agentId: string; service: string; plans: readonly PlanSpec[]; costMicros: bigint; operationId: string; requestId: string },
+): Promise<{ standing: PlanStanding; debitId?: bigint; ordinal?: number } | undefined> {
+  const { agentId, costMicros, operationId, requestId } = input
+  await tx.query(`select id from agents where id = $1 for update`, [agentId])
+  const standing = (await planStandings(tx, now, agentId, input.service, input.plans, costMicros))[0]
+  if (!standing) return undefined
+  if (standing.kind === 'credit') {
+    const rows = await tx.query<{ id: bigint }>(
+      `insert into plan_credit_ledger (agent_id, plan_id, kind, amount_micros, operation_id, request_id) values ($1, $2, 'debit', $3, $4, $5) returning id`,
+      [agentId, standing.planId, -costMicros, operationId, requestId],
+    )
+    return { standing: { ...standing, remainingMicros: (standing.remainingMicros ?? 0n) - costMicros }, debitId: rows[0]?.id ?? 0n }
+  }
+  const next = await tx.query<{ n: number }>(`select coalesce(max(ordinal), 0) + 1 as n from plan_subscription_calls where purchase_id = $1`, [standing.purchaseId])
+  const ordinal = next[0]?.n ?? 1
+  await tx.query(`insert into plan_subscription_calls (purchase_id, ordinal, operation_id) values ($1, $2, $3)`, [standing.purchaseId, ordinal, operationId])
+  return { standing: { ...standing, remainingCalls: (standing.remainingCalls ?? 1) - 1 }, ordinal }
+}
+
 export function createAgentStore(db: Db, clock: Clock, plans: readonly PlanSpec[] = []): AgentStore {
   const plansById = new Map(plans.map((plan) => [plan.id, plan]))
   const standings = (q: Queryable, agentId: string, service: string, plans: readonly PlanSpec[], costMicros: bigint) =>
@@ -238,18 +266,13 @@ export function createAgentStore(db: Db, clock: Clock, plans: readonly PlanSpec[
 
     async debitPlan({ agentId, service, plans, costMicros, operationId, requestId }) {
       return db.transaction(async (tx) => {
-        // Serialize debits of one agent so two calls never spend the same credit.
-        await tx.query(`select id from agents where id = $1 for update`, [agentId])
-        const standing = (await standings(tx, agentId, service, plans, costMicros))[0]
-        if (!standing) return undefined
-        if (standing.kind === 'credit') {
-          const rows = await tx.query<{ id: bigint }>(
-            `insert into plan_credit_ledger (agent_id, plan_id, kind, amount_micros, operation_id, request_id) values ($1, $2, 'debit', $3, $4, $5) returning id`,
-            [agentId, standing.planId, -costMicros, operationId, requestId],
-          )
-          const debitId = rows[0]?.id
+        const debit = await debitPlanIn(tx, clock.now(), { agentId, service, plans, costMicros, operationId, requestId })
+        if (debit === undefined) return undefined
+        const { standing } = debit
+        if (debit.debitId !== undefined) {
+          const debitId = debit.debitId
           return {
-            standing: { ...standing, remainingMicros: (standing.remainingMicros ?? 0n) - costMicros },
+            standing,
             undo: async () => {
               await db.query(`insert into plan_credit_ledger (agent_id, plan_id, kind, amount_micros, operation_id, request_id) values ($1, $2, 'refund', $3, $4, $5)`, [
                 agentId,
@@ -261,11 +284,9 @@ export function createAgentStore(db: Db, clock: Clock, plans: readonly PlanSpec[
             },
           }
         }
-        const next = await tx.query<{ n: number }>(`select coalesce(max(ordinal), 0) + 1 as n from plan_subscription_calls where purchase_id = $1`, [standing.purchaseId])
-        const ordinal = next[0]?.n ?? 1
-        await tx.query(`insert into plan_subscription_calls (purchase_id, ordinal, operation_id) values ($1, $2, $3)`, [standing.purchaseId, ordinal, operationId])
+        const ordinal = debit.ordinal
         return {
-          standing: { ...standing, remainingCalls: (standing.remainingCalls ?? 1) - 1 },
+          standing,
           undo: async () => {
             await db.query(`delete from plan_subscription_calls where purchase_id = $1 and ordinal = $2`, [standing.purchaseId, ordinal])
           },

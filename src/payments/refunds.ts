@@ -1,5 +1,6 @@
 // On-chain refunds as an outbox of signed transactions: the scheduler's closed direct-rail
-// escrows, and the media role's undelivered songs, each in its own table of the same shape.
+// escrows, the media role's undelivered songs and the memory service's withdrawals, each in its
+// own table of the same shape.
 //
 // A refund row is written in the transaction that decides it is owed (an escrow closing, never
 // above what the task received on-chain; a settled song payment whose candidates were not all
@@ -31,9 +32,10 @@ export const REFUND_STUCK_AFTER_MS = 10 * 60_000
  * Which outbox table a Refunds instance sends from, and the column that names a refund in it.
  * Identifiers, not values: only these pairs exist (each table has the columns of scheduler_refunds).
  */
-export type RefundOutbox = { table: 'scheduler_refunds'; key: 'task_id' } | { table: 'media_refunds'; key: 'replay_key' }
+export type RefundOutbox = { table: 'scheduler_refunds'; key: 'task_id' } | { table: 'media_refunds'; key: 'replay_key' } | { table: 'memory_refunds'; key: 'refund_id' }
 export const SCHEDULER_REFUNDS: RefundOutbox = { table: 'scheduler_refunds', key: 'task_id' }
 export const MEDIA_REFUNDS: RefundOutbox = { table: 'media_refunds', key: 'replay_key' }
+export const MEMORY_REFUNDS: RefundOutbox = { table: 'memory_refunds', key: 'refund_id' }
 
 export type RefundState = 'pending' | 'sending' | 'confirmed' | 'failed'
 

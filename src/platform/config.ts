@@ -98,6 +98,24 @@ export interface Config {
   mediaAnalysisThreads: number
   /** General MIDI soundfont of the offline composer (fluidsynth). */
   soundfontPath: string
+  /** Key ring of the memory service's key-encryption keys; unset = DATA_DIR/memory-keys.json (generated, 0600). */
+  memoryKeyFile: string | undefined
+  /** OpenAI-compatible embeddings upstream; unset with no model dir = the lexical default. */
+  memoryEmbeddingsUrl: string | undefined
+  memoryEmbeddingsApiKey: string | undefined
+  memoryEmbeddingsModel: string
+  memoryEmbeddingsDimensions: number | undefined
+  /** Directory of an ONNX sentence-embedding model (config.json, tokenizer.json, tokenizer_config.json, onnx/model.onnx). */
+  memoryEmbeddingsModelDir: string | undefined
+  memoryUpstreamTimeoutMs: number
+  /** Dreaming's OpenAI-compatible chat upstream; unset = dreaming off. */
+  memoryDreamUrl: string | undefined
+  memoryDreamApiKey: string | undefined
+  memoryDreamModel: string
+  memoryDreamModelSize: 'large' | 'small'
+  memoryDreamCron: string
+  /** Bytes of decrypted recall indexes kept per process (least recently used owners are dropped). */
+  memoryCacheBytes: number
 }
 
 export class ConfigError extends Error {
@@ -213,6 +231,31 @@ export const configVariables: readonly Variable[] = [
   { name: 'MEDIA_CONCURRENCY', default: '2', doc: 'Generations running at once per media process; more wait their turn.' },
   { name: 'MEDIA_ANALYSIS_THREADS', default: '(available cores)', doc: 'Worker threads of audio analysis per media process (set it to the CPU given to a container).' },
   { name: 'SOUNDFONT_PATH', default: '/usr/share/sounds/sf2/FluidR3_GM.sf2', doc: 'General MIDI soundfont of the offline composer (Debian fluid-soundfont-gm).' },
+  {
+    name: 'MEMORY_KEY_FILE',
+    default: '(unset: DATA_DIR/memory-keys.json, generated 0600)',
+    doc: 'Key ring of the memory key-encryption keys: JSON {"active": id, "keys": {id: base64 of 32 bytes}} (a mounted Secret in the chart). See docs/memory.md "Keys".',
+  },
+  {
+    name: 'MEMORY_EMBEDDINGS_URL',
+    default: '(unset: local model or lexical default)',
+    doc: 'OpenAI-compatible embeddings API base (…/v1/embeddings is called); its usage tokens are billed.',
+  },
+  { name: 'MEMORY_EMBEDDINGS_API_KEY', default: '(unset)', doc: 'Bearer key of the embeddings upstream.' },
+  { name: 'MEMORY_EMBEDDINGS_MODEL', default: 'text-embedding-3-small', doc: 'Model asked of the embeddings upstream.' },
+  { name: 'MEMORY_EMBEDDINGS_DIMENSIONS', default: "(unset: the model's own)", doc: 'dimensions asked of the embeddings upstream (e.g. 384 or 512).' },
+  {
+    name: 'MEMORY_EMBEDDINGS_MODEL_DIR',
+    default: '(unset)',
+    doc: 'Directory of a local ONNX sentence-embedding model (config.json, tokenizer.json, tokenizer_config.json, onnx/model.onnx); never downloaded at run time.',
+  },
+  { name: 'MEMORY_UPSTREAM_TIMEOUT_MS', default: '30000', doc: 'Time one embeddings or dreaming upstream call may take.' },
+  { name: 'MEMORY_DREAM_URL', default: '(unset: dreaming off)', doc: 'OpenAI-compatible chat API base used by dreaming (background consolidation).' },
+  { name: 'MEMORY_DREAM_API_KEY', default: '(unset)', doc: 'Bearer key of the dreaming upstream.' },
+  { name: 'MEMORY_DREAM_MODEL', default: 'gpt-4o-mini', doc: 'Chat model asked by dreaming.' },
+  { name: 'MEMORY_DREAM_MODEL_SIZE', default: 'small', doc: 'Price tier of the dreaming model: small (0.10/0.40 USD per M tokens in/out) or large (0.30/2.50).' },
+  { name: 'MEMORY_DREAM_CRON', default: '*/15 * * * *', doc: 'When the dreaming sweep runs (one sweep per slot across replicas).' },
+  { name: 'MEMORY_CACHE_MB', default: '512', doc: 'Decrypted recall indexes kept in memory per process, in MiB (least recently used owners are dropped).' },
 ]
 
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
@@ -401,6 +444,36 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     npmRegistry: readUrl(env, 'NPM_REGISTRY', http),
     pipIndexUrl: readUrl(env, 'PIP_INDEX_URL', http),
     ...readMedia(env, cwd),
+    ...readMemory(env, cwd),
+  }
+}
+
+/** The memory role's settings (keys, embeddings, dreaming, cache). */
+function readMemory(env: Env, cwd: string) {
+  const http = ['http:', 'https:']
+  const size = env.MEMORY_DREAM_MODEL_SIZE || 'small'
+  if (size !== 'small' && size !== 'large') throw new ConfigError('MEMORY_DREAM_MODEL_SIZE', `must be small or large, got "${size}"`)
+  const cron = env.MEMORY_DREAM_CRON || '*/15 * * * *'
+  if (!/^[0-9*/,\- ]{9,100}$/.test(cron) || cron.trim().split(/\s+/).length !== 5) throw new ConfigError('MEMORY_DREAM_CRON', `must be a five-field cron expression, got "${cron}"`)
+  const embeddingsUrl = readUrl(env, 'MEMORY_EMBEDDINGS_URL', http)
+  const modelDir = env.MEMORY_EMBEDDINGS_MODEL_DIR ? path.resolve(cwd, env.MEMORY_EMBEDDINGS_MODEL_DIR) : undefined
+  if (embeddingsUrl !== undefined && modelDir !== undefined) {
+    throw new ConfigError('MEMORY_EMBEDDINGS_MODEL_DIR', 'cannot be set together with MEMORY_EMBEDDINGS_URL (choose one embedder)')
+  }
+  return {
+    memoryKeyFile: env.MEMORY_KEY_FILE ? path.resolve(cwd, env.MEMORY_KEY_FILE) : undefined,
+    memoryEmbeddingsUrl: embeddingsUrl === undefined ? undefined : stripSlash(embeddingsUrl),
+    memoryEmbeddingsApiKey: env.MEMORY_EMBEDDINGS_API_KEY || undefined,
+    memoryEmbeddingsModel: env.MEMORY_EMBEDDINGS_MODEL || 'text-embedding-3-small',
+    memoryEmbeddingsDimensions: env.MEMORY_EMBEDDINGS_DIMENSIONS ? readBoundedInt(env, 'MEMORY_EMBEDDINGS_DIMENSIONS', 0, 8, 4096) : undefined,
+    memoryEmbeddingsModelDir: modelDir,
+    memoryUpstreamTimeoutMs: readBoundedInt(env, 'MEMORY_UPSTREAM_TIMEOUT_MS', 30_000, 1, 600_000),
+    memoryDreamUrl: readUrl(env, 'MEMORY_DREAM_URL', http),
+    memoryDreamApiKey: env.MEMORY_DREAM_API_KEY || undefined,
+    memoryDreamModel: env.MEMORY_DREAM_MODEL || 'gpt-4o-mini',
+    memoryDreamModelSize: size as 'large' | 'small',
+    memoryDreamCron: cron,
+    memoryCacheBytes: readBoundedInt(env, 'MEMORY_CACHE_MB', 512, 1, 1_048_576) * 1024 * 1024,
   }
 }
 

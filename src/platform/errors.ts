@@ -47,6 +47,10 @@ export const errorCatalogue = {
   generation_failed: { status: 502, title: 'Every generation failed' },
   generation_timeout: { status: 504, title: 'Generation timed out' },
   media_unavailable: { status: 503, title: 'Media tools or upstream unavailable' },
+  // memory service (SPEC: "Error codes of the memory service: not shown"); see docs/errors.md
+  embedding_failed: { status: 502, title: 'Embedding upstream failed' },
+  embedding_timeout: { status: 504, title: 'Embedding upstream timed out' },
+  insufficient_deposit: { status: 402, title: 'Deposit balance below the cost of this write' },
   // scheduler (SPEC "Errors / Scheduler"); statuses are ours where SPEC says "not shown", see docs/errors.md
   API_KEY_INVALID: { status: 401, title: 'API key invalid' },
   API_KEY_NOT_FOUND: { status: 404, title: 'API key not found' },

@@ -13,7 +13,13 @@ import { createCatalog } from '../../src/catalog/catalog.ts'
 import { openPayments, type Payments } from '../../src/payments/index.ts'
 import { buildGatewayApp, GATEWAY_OPERATIONS } from '../../src/gateway/app.ts'
 import { buildSchedulerApp, SCHEDULER_OPERATIONS } from '../../src/scheduler/app.ts'
-import { buildMemoryApp } from '../../src/memory/app.ts'
+import { buildMemoryApp, MEMORY_OPERATIONS } from '../../src/memory/app.ts'
+import { openMemoryRole } from '../../src/memory/role.ts'
+import { loadConfig } from '../../src/platform/config.ts'
+import { systemClock } from '../../src/platform/clock.ts'
+import { mkdtempSync, rmSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
 import { memoryChain, memoryUsdc, type MemoryUsdc } from './memory-chain.ts'
 import type { World } from './scheduler-world.ts'
 import { mediaDown } from './media.ts'
@@ -52,7 +58,7 @@ export async function worldApps(t: Test, world: World, options: { memory?: boole
   })
   const catalog = createCatalog(registry, {
     urls: { gateway: GATEWAY_URL, scheduler: 'http://scheduler.test', memory: 'http://memory.test' },
-    implemented: new Set<string>([...GATEWAY_OPERATIONS, ...SCHEDULER_OPERATIONS]),
+    implemented: new Set<string>([...GATEWAY_OPERATIONS, ...SCHEDULER_OPERATIONS, ...MEMORY_OPERATIONS]),
   })
   const mailer = createMailer({ from: 'test@localhost' })
   const deps = { catalog, logger, metrics: createMetrics(), bodyLimitBytes: 1_000_000, payTo: PAY_TO, readiness: {} }
@@ -62,10 +68,14 @@ export async function worldApps(t: Test, world: World, options: { memory?: boole
   await gateway.listen({ host: '127.0.0.1', port: 0 })
   const gatewayBase = `http://127.0.0.1:${(gateway.server.address() as AddressInfo).port}`
   const scheduler = buildSchedulerApp({ ...deps, payments, kv, service: world.service })
-  const memory = options.memory ? buildMemoryApp({ ...deps, payments }) : undefined
+  // As src/runtime.ts opens the memory role: its key ring generated under a throwaway DATA_DIR.
+  const memoryDir = options.memory ? mkdtempSync(path.join(os.tmpdir(), 'agw-memory-')) : undefined
+  const memoryRole = memoryDir ? await openMemoryRole({ config: loadConfig({ DATA_DIR: memoryDir }), db: world.db, clock: systemClock, logger, payments }) : undefined
+  const memory = memoryRole ? buildMemoryApp({ ...deps, payments, kv, service: memoryRole.service, money: memoryRole.money }) : undefined
   await Promise.all([scheduler.ready(), memory?.ready()])
   t.teardown(async () => {
-    await Promise.allSettled([scheduler.close(), gateway.close(), memory?.close()])
+    await Promise.allSettled([scheduler.close(), gateway.close(), memory?.close(), memoryRole?.stop()])
+    if (memoryDir) rmSync(memoryDir, { recursive: true, force: true })
     mailer.close()
     await payments.close()
     await kv.close()

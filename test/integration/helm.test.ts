@@ -5,8 +5,11 @@
 // against @kubernetes/client-node's API models (kubernetes-models allows extra properties, so a
 // misspelt field would otherwise pass); then the security-relevant content is asserted: pod
 // security of every workload and of the runner Job template, RBAC verbs, NetworkPolicies (by
-// evaluating the run pods' egress for concrete addresses), Services/probes/metrics wiring, and
-// values.schema.json rejecting bad values. No cluster is involved.
+// evaluating the run pods' egress for concrete addresses), Services/probes/metrics wiring, the
+// memory role's key ring Secret (mounted in its pods only, generated once and kept: the generated
+// ring is loaded by the service's own parser, and its lifecycle is driven through install, upgrade
+// and uninstall against test/helpers/fake-kube-apiserver.ts) and its embeddings and dreaming
+// settings, and values.schema.json rejecting bad values. No cluster is involved.
 import t, { type Test } from 'tap'
 import { execFile } from 'node:child_process'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
@@ -15,7 +18,9 @@ import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseAllDocuments, parse as parseYaml } from 'yaml'
 import * as kube from '@kubernetes/client-node'
-import { helmPath } from '../helpers/kube-tools.ts'
+import { helmPath, kubectlPath } from '../helpers/kube-tools.ts'
+import { startFakeKubeApiServer } from '../helpers/fake-kube-apiserver.ts'
+import { fileKeyRing, KEK_ID_RE } from '../../src/memory/crypto/keyring.ts'
 import { configVariables } from '../../src/platform/config.ts'
 import { buildRunJob, loadJobTemplate } from '../../controllers/kubernetes/index.ts'
 
@@ -195,6 +200,23 @@ t.test('values.schema.json rejects bad values, naming them', async (t) => {
     { set: ['--set', 'media.tmpSizeLimit=lots'], message: /\/media\/tmpSizeLimit/ },
     { set: ['--set', 'media.internalToken.key='], message: /\/media\/internalToken\/key/ },
     { set: ['--set', 'secrets.required[0]=MEDIA_TOKEN'], message: /\/secrets\/required\/0/ },
+    { set: ['--set', 'memory.dreaming.modelSize=huge'], message: /\/memory\/dreaming\/modelSize.*'small', 'large'/ },
+    { set: ['--set', 'memory.dreaming.cron=hourly'], message: /\/memory\/dreaming\/cron/ },
+    { set: ['--set', 'memory.dreaming.url=llm.example.com'], message: /\/memory\/dreaming\/url/ },
+    { set: ['--set', 'memory.dreaming.apiKeySecret.key='], message: /\/memory\/dreaming\/apiKeySecret\/key/ },
+    { set: ['--set', 'memory.embeddings.dimensions=4'], message: /\/memory\/embeddings\/dimensions/ },
+    { set: ['--set', 'memory.embeddings.dimensions=many'], message: /\/memory\/embeddings\/dimensions/ },
+    { set: ['--set', 'memory.embeddings.url=ftp://embeddings.example'], message: /\/memory\/embeddings\/url/ },
+    { set: ['--set', 'memory.embeddings.apiKeySecret.name=Not_A_Name'], message: /\/memory\/embeddings\/apiKeySecret\/name/ },
+    { set: ['--set', 'memory.embeddings.localModel.subPath=../models'], message: /\/memory\/embeddings\/localModel\/subPath/ },
+    { set: ['--set', 'memory.embeddings.localModel.subPath=/models'], message: /\/memory\/embeddings\/localModel\/subPath/ },
+    { set: ['--set', 'memory.embeddings.localModel.mountPath=models'], message: /\/memory\/embeddings\/localModel\/mountPath/ },
+    { set: ['--set', 'memory.embeddings.localModel.image.pullPolicy=Sometimes'], message: /\/memory\/embeddings\/localModel\/image\/pullPolicy/ },
+    { set: ['--set', 'memory.keyRing.existingSecret=Memory_Keys'], message: /\/memory\/keyRing\/existingSecret/ },
+    { set: ['--set', 'memory.keyRing.secretKey=ring/keys.json'], message: /\/memory\/keyRing\/secretKey/ },
+    { set: ['--set', 'memory.cacheMb=0'], message: /\/memory\/cacheMb/ },
+    { set: ['--set', 'memory.upstreamTimeoutMs=0'], message: /\/memory\/upstreamTimeoutMs/ },
+    { set: ['--set', 'memory.embedding.url=https://e.example'], message: /additional properties 'embedding' not allowed/ },
   ]
   for (const { set, message } of cases) {
     const template = await helm(['template', RELEASE, CHART, ...set])
@@ -303,7 +325,8 @@ for (const [label, manifests] of [
       t.ok(env.get('DATABASE_URL')?.valueFrom?.secretKeyRef, `${role}: DATABASE_URL from a Secret`)
       t.ok(env.get('REDIS_URL')?.valueFrom?.secretKeyRef, `${role}: REDIS_URL from a Secret`)
       for (const [name, entry] of env) {
-        if (/KEY|TOKEN|SMTP_URL|DATABASE_URL|REDIS_URL/.test(name)) t.notOk(entry.value, `${role}: ${name} is never a literal`)
+        // MEMORY_KEY_FILE is a path (the key ring is a mounted Secret), not a secret.
+        if (/KEY|TOKEN|SMTP_URL|DATABASE_URL|REDIS_URL/.test(name) && !name.endsWith('_FILE')) t.notOk(entry.value, `${role}: ${name} is never a literal`)
       }
 
       const usesApi = role === 'scheduler-api' || role === 'controller'
@@ -500,7 +523,8 @@ for (const [label, manifests] of [
       )
       // media: the ingress routes /media (hosted audio) of the gateway host to it.
       t.equal(fromIngressController, ['gateway', 'scheduler-api', 'memory', 'media'].includes(role), `${role}: ingress controller ${fromIngressController ? 'allowed' : 'refused'}`)
-      // No Egress policy type: media reaches its upstreams and S3, the others the chain, SMTP and the data stores.
+      // No Egress policy type: media reaches its upstreams and S3, memory its embeddings and dreaming
+      // upstreams, the others the chain, SMTP and the data stores.
       t.same(own.spec.policyTypes, ['Ingress'], `${role}: egress not restricted`)
     }
     const media = find(manifests, 'NetworkPolicy', `${RELEASE}-media`)
@@ -631,7 +655,8 @@ t.test('everything enabled: ingress, in-cluster data stores, secrets and the mig
     S3_SECRET_ACCESS_KEY: false,
   })
   t.same(secretRefs('gateway'), { SETTLER_PRIVATE_KEY: false, MPP_SECRET_KEY: false, SMTP_URL: true, MEDIA_INTERNAL_TOKEN: undefined }, 'the gateway: no S3 and no upstream keys')
-  t.same(secretRefs('memory'), { SETTLER_PRIVATE_KEY: false, MPP_SECRET_KEY: false, SMTP_URL: true })
+  // memory: its upstream keys from memory.{embeddings,dreaming}.apiKeySecret, never optional once named.
+  t.same(secretRefs('memory'), { SETTLER_PRIVATE_KEY: false, MPP_SECRET_KEY: false, SMTP_URL: true, MEMORY_EMBEDDINGS_API_KEY: undefined, MEMORY_DREAM_API_KEY: undefined })
 
   // In-cluster Postgres/Redis: the connection URLs come from the chart's Secrets.
   for (const [store, variable, port] of [
@@ -806,6 +831,223 @@ t.test('an explicit media URL wins; a gateway exposed without the chart ingress 
   )
 })
 
+// ------------------------------------------------------------------------------------------ memory
+
+const MEMORY_KEY_FILE = '/etc/agent-gateway/memory-keys/memory-keys.json'
+
+function podSpecOf(manifests: Manifest[], role: string): any {
+  return find(manifests, 'Deployment', `${RELEASE}-${role}`).spec.template.spec
+}
+
+/** The memory pod reads the ring from secretName/key, mounted read-only at MEMORY_KEY_FILE; no other workload references it. */
+function assertKeyRingMount(t: Test, manifests: Manifest[], secretName: string, key: string): void {
+  const pod = podSpecOf(manifests, 'memory')
+  const container = pod.containers[0]
+  t.equal(envOf(container).get('MEMORY_KEY_FILE')?.value, MEMORY_KEY_FILE, 'MEMORY_KEY_FILE names the mounted file')
+  const mount = container.volumeMounts.find((m: any) => m.mountPath === path.dirname(MEMORY_KEY_FILE))
+  t.equal(mount?.readOnly, true, 'the key ring is mounted read-only')
+  t.notOk(mount?.subPath, 'a directory mount, not a subPath: the kubelet refreshes the file when the Secret changes')
+  const volume = pod.volumes.find((v: any) => v.name === mount?.name)
+  t.same(
+    volume?.secret,
+    { secretName, defaultMode: 0o440, items: [{ key, path: path.basename(MEMORY_KEY_FILE) }] },
+    'from the Secret, only the ring key, readable by root and the pod group only',
+  )
+  t.notOk(volume?.secret?.optional, 'the pod does not start without it')
+  t.notOk(
+    [...envOf(container).values()].some((e: any) => e.valueFrom?.secretKeyRef?.name === secretName),
+    'never an environment variable',
+  )
+  for (const role of ROLES.filter((r) => r !== 'memory')) {
+    const other = podSpecOf(manifests, role)
+    t.notOk(
+      other.volumes.some((v: any) => v.secret),
+      `${role}: mounts no Secret`,
+    )
+    t.notOk(
+      [...envOf(other.containers[0]).keys()].some((name) => name.startsWith('MEMORY_')),
+      `${role}: no MEMORY_* settings`,
+    )
+  }
+  const referencing = manifests.filter((m) => JSON.stringify(m).includes(`"${secretName}"`)).map((m) => `${m.kind} ${m.metadata.name}`)
+  const generated = manifests.some((m) => m.kind === 'Secret' && m.metadata.name === secretName)
+  t.same(referencing.sort(), [`Deployment ${RELEASE}-memory`, ...(generated ? [`Secret ${secretName}`] : [])].sort(), 'only the memory Deployment references the key ring')
+}
+
+/** A ring file the memory service itself accepts, with one 32-byte key under an id like k-helm-abc123. */
+async function assertGeneratedRing(t: Test, secret: Manifest): Promise<{ active: string; keys: Record<string, string> }> {
+  t.equal(secret.metadata.annotations?.['helm.sh/resource-policy'], 'keep', 'helm uninstall never deletes the only copy of the key')
+  t.equal(secret.metadata.labels?.['app.kubernetes.io/component'], 'memory')
+  t.same(Object.keys(secret.data ?? {}), ['memory-keys.json'])
+  t.notOk(secret.stringData, 'data only: the stored bytes are what lookup reads back')
+  const text = Buffer.from(secret.data['memory-keys.json'], 'base64').toString('utf8')
+  const ring = JSON.parse(text) as { active: string; keys: Record<string, string> }
+  t.match(ring.active, /^k-helm-[a-z0-9]{6}$/, 'a generated id')
+  t.ok(KEK_ID_RE.test(ring.active), 'a valid key id')
+  t.same(Object.keys(ring.keys), [ring.active], 'one key, the active one')
+  t.equal(Buffer.from(ring.keys[ring.active] as string, 'base64').length, 32, 'exactly 32 bytes')
+  const dir = await mkdtemp(path.join(tmpdir(), 'agw-memory-keys-'))
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  await writeFile(path.join(dir, 'memory-keys.json'), text)
+  const loaded = await fileKeyRing(path.join(dir, 'memory-keys.json'))
+  t.equal(loaded.activeId, ring.active, 'the service loads the generated ring')
+  t.equal(loaded.key(ring.active)?.length, 32)
+  return ring
+}
+
+t.test('default values: a generated key ring mounted in the memory pods only; lexical embeddings, no dreaming', async (t) => {
+  assertKeyRingMount(t, defaults, `${RELEASE}-memory-keys`, 'memory-keys.json')
+  const first = await assertGeneratedRing(t, find(defaults, 'Secret', `${RELEASE}-memory-keys`))
+  const again = find(await render(), 'Secret', `${RELEASE}-memory-keys`)
+  t.not(
+    JSON.parse(Buffer.from(again.data['memory-keys.json'], 'base64').toString()).keys[first.active],
+    first.keys[first.active],
+    'a fresh random key per render without a cluster (hence existingSecret for Argo CD)',
+  )
+
+  const container = containerOf(defaults, 'memory')
+  const env = envOf(container)
+  t.equal(env.get('MEMORY_CACHE_MB')?.value, '512')
+  t.equal(env.get('MEMORY_UPSTREAM_TIMEOUT_MS')?.value, '30000')
+  t.same(container.resources, { requests: { cpu: '100m', memory: '384Mi' }, limits: { memory: '1536Mi' } }, 'the limit is about 1 GiB above the recall cache')
+  for (const name of [...env.keys()].filter((n) => n.startsWith('MEMORY_EMBEDDINGS_') || n.startsWith('MEMORY_DREAM_')))
+    t.fail(`${name} set: expected the lexical default and no dreaming`)
+  t.notOk(
+    podSpecOf(defaults, 'memory').volumes.some((v: any) => v.persistentVolumeClaim || v.image),
+    'no model volume',
+  )
+})
+
+t.test('memory.keyRing.existingSecret: no generated Secret, the given key projected to the same file', async (t) => {
+  const manifests = await render(['--set', 'memory.keyRing.existingSecret=agw-keys', '--set', 'memory.keyRing.secretKey=ring.json'])
+  t.notOk(
+    manifests.some((m) => m.kind === 'Secret' && m.metadata.name.includes('memory-keys')),
+    'no key ring generated',
+  )
+  assertKeyRingMount(t, manifests, 'agw-keys', 'ring.json')
+  // The default secretKey.
+  const plain = await render(['--set', 'memory.keyRing.existingSecret=agw-keys'])
+  t.same(podSpecOf(plain, 'memory').volumes.find((v: any) => v.secret)?.secret.items, [{ key: 'memory-keys.json', path: 'memory-keys.json' }])
+  // everything enabled uses one too.
+  assertKeyRingMount(t, allEnabled, 'agent-gateway-memory-keys', 'ring.json')
+  t.notOk(allEnabled.some((m) => m.kind === 'Secret' && m.metadata.name === `${RELEASE}-memory-keys`))
+})
+
+t.test('everything enabled: embeddings and dreaming upstreams with their keys from Secrets', async (t) => {
+  const container = containerOf(allEnabled, 'memory')
+  const env = envOf(container)
+  const literal = (name: string) => env.get(name)?.value
+  t.equal(literal('MEMORY_EMBEDDINGS_URL'), 'https://embeddings.example.com/v1')
+  t.equal(literal('MEMORY_EMBEDDINGS_MODEL'), 'text-embedding-3-large')
+  t.equal(literal('MEMORY_EMBEDDINGS_DIMENSIONS'), '512')
+  t.same(env.get('MEMORY_EMBEDDINGS_API_KEY')?.valueFrom?.secretKeyRef, { name: 'agent-gateway-secrets', key: 'MEMORY_EMBEDDINGS_API_KEY' })
+  t.notOk(env.has('MEMORY_EMBEDDINGS_MODEL_DIR'), 'no local model with an upstream')
+  t.equal(literal('MEMORY_DREAM_URL'), 'https://llm.example.com/v1')
+  t.equal(literal('MEMORY_DREAM_MODEL'), 'gpt-4o')
+  t.equal(literal('MEMORY_DREAM_MODEL_SIZE'), 'large')
+  t.equal(literal('MEMORY_DREAM_CRON'), '0 */2 * * *')
+  t.same(env.get('MEMORY_DREAM_API_KEY')?.valueFrom?.secretKeyRef, { name: 'agent-gateway-secrets', key: 'MEMORY_DREAM_API_KEY' })
+  t.equal(literal('MEMORY_CACHE_MB'), '768')
+  t.equal(literal('MEMORY_UPSTREAM_TIMEOUT_MS'), '20000')
+  t.same(container.resources, { requests: { cpu: '200m', memory: '512Mi' }, limits: { memory: '2Gi' } })
+
+  // Defaults of the optional parts: the service's model, its size tier and the 15-minute sweep; no keys.
+  const minimal = envOf(containerOf(await render(['--set', 'memory.dreaming.url=http://llm.internal:8080/v1', '--set', 'memory.embeddings.url=http://tei.internal/v1']), 'memory'))
+  t.equal(minimal.get('MEMORY_DREAM_URL')?.value, 'http://llm.internal:8080/v1')
+  t.equal(minimal.get('MEMORY_DREAM_MODEL_SIZE')?.value, 'small')
+  t.equal(minimal.get('MEMORY_DREAM_CRON')?.value, '*/15 * * * *')
+  t.equal(minimal.get('MEMORY_EMBEDDINGS_URL')?.value, 'http://tei.internal/v1')
+  for (const name of ['MEMORY_DREAM_MODEL', 'MEMORY_DREAM_API_KEY', 'MEMORY_EMBEDDINGS_MODEL', 'MEMORY_EMBEDDINGS_DIMENSIONS', 'MEMORY_EMBEDDINGS_API_KEY'])
+    t.notOk(minimal.has(name), `${name} unset: the service default`)
+})
+
+t.test('memory.embeddings.localModel: a read-only claim or image volume at MEMORY_EMBEDDINGS_MODEL_DIR', async (t) => {
+  const claim = await render(['--set', 'memory.embeddings.localModel.existingClaim=embedding-models', '--set', 'memory.embeddings.localModel.subPath=minilm-l6/v2'])
+  await validateAll(t, [find(claim, 'Deployment', `${RELEASE}-memory`)])
+  const pod = podSpecOf(claim, 'memory')
+  const env = envOf(pod.containers[0])
+  t.equal(env.get('MEMORY_EMBEDDINGS_MODEL_DIR')?.value, '/models/embeddings')
+  t.notOk(env.has('MEMORY_EMBEDDINGS_URL'))
+  const mount = pod.containers[0].volumeMounts.find((m: any) => m.mountPath === '/models/embeddings')
+  t.same(mount, { name: mount?.name, mountPath: '/models/embeddings', subPath: 'minilm-l6/v2', readOnly: true })
+  t.same(pod.volumes.find((v: any) => v.name === mount?.name)?.persistentVolumeClaim, { claimName: 'embedding-models', readOnly: true })
+  for (const role of ROLES.filter((r) => r !== 'memory')) {
+    t.notOk(JSON.stringify(podSpecOf(claim, role)).includes('embedding-models'), `${role}: no model volume`)
+  }
+
+  const image = await render([
+    '--set',
+    'memory.embeddings.localModel.image.reference=registry.example.com/models/minilm:1',
+    '--set',
+    'memory.embeddings.localModel.mountPath=/opt/model',
+  ])
+  await validateAll(t, [find(image, 'Deployment', `${RELEASE}-memory`)])
+  const imagePod = podSpecOf(image, 'memory')
+  t.equal(envOf(imagePod.containers[0]).get('MEMORY_EMBEDDINGS_MODEL_DIR')?.value, '/opt/model')
+  const imageMount = imagePod.containers[0].volumeMounts.find((m: any) => m.mountPath === '/opt/model')
+  t.equal(imageMount?.readOnly, true)
+  t.notOk(imageMount?.subPath)
+  t.same(imagePod.volumes.find((v: any) => v.name === imageMount?.name)?.image, { reference: 'registry.example.com/models/minilm:1', pullPolicy: 'IfNotPresent' })
+})
+
+t.test('memory.embeddings: url and localModel together are refused, as are a claim and an image together', async (t) => {
+  for (const model of ['existingClaim=embedding-models', 'image.reference=registry.example.com/models/minilm:1']) {
+    const set = ['--set', 'memory.embeddings.url=https://embeddings.example.com/v1', '--set', `memory.embeddings.localModel.${model}`]
+    // (helm lint only logs a template's `fail`; template and install refuse.)
+    for (const command of [['template'], ['install', '--dry-run=client']]) {
+      const result = await helm([...command, RELEASE, CHART, ...set])
+      t.not(result.code, 0, `${command[0]} refuses url with localModel.${model}`)
+      t.match(result.stderr, /memory\.embeddings\.url and memory\.embeddings\.localModel are mutually exclusive/)
+    }
+  }
+  const both = await helm(['template', RELEASE, CHART, '--set', 'memory.embeddings.localModel.existingClaim=m', '--set', 'memory.embeddings.localModel.image.reference=r:1'])
+  t.not(both.code, 0)
+  t.match(both.stderr, /set existingClaim or image\.reference, not both/)
+})
+
+t.test('the generated key ring survives upgrades and uninstall (helm against the fake API server)', async (t) => {
+  const server = await startFakeKubeApiServer({ namespaces: ['default', NAMESPACE] })
+  t.teardown(() => server.close())
+  const onServer = (args: string[]) => helm([...args, '--kubeconfig', server.kubeconfigPath])
+  const kubectlBin = await kubectlPath()
+  const kubectl = (args: string[]) =>
+    new Promise<{ code: number; stderr: string }>((resolve) => {
+      execFile(kubectlBin, ['--kubeconfig', server.kubeconfigPath, '--namespace', NAMESPACE, ...args], (error, _stdout, stderr) => resolve({ code: error ? 1 : 0, stderr }))
+    })
+  // No hooks (the fake runs no Jobs); the media token from a named Secret (the fake keeps stringData as is).
+  const values = ['--namespace', NAMESPACE, '--set', 'migrate.enabled=false', '--set', 'media.internalToken.existingSecret=agent-gateway-secrets']
+  const stored = () => server.get('v1', 'Secret', NAMESPACE, `${RELEASE}-memory-keys`) as Manifest | undefined
+  const ringOf = (secret: Manifest | undefined) => JSON.parse(Buffer.from(secret?.data?.['memory-keys.json'] ?? '', 'base64').toString('utf8') || 'null')
+
+  let result = await onServer(['install', RELEASE, CHART, ...values])
+  t.equal(result.code, 0, result.stderr)
+  const first = await assertGeneratedRing(t, stored() as Manifest)
+
+  // Rotation step 1: a key added to the Secret by hand is kept by the next upgrade (lookup reads the ring back).
+  const added = { ...first, keys: { ...first.keys, 'k-20261124-abcdef': Buffer.alloc(32, 7).toString('base64') } }
+  const body = JSON.stringify({ data: { 'memory-keys.json': Buffer.from(JSON.stringify(added)).toString('base64') } })
+  const patch = await kubectl(['patch', 'secret', `${RELEASE}-memory-keys`, '--type', 'merge', '-p', body])
+  t.equal(patch.code, 0, patch.stderr)
+  result = await onServer(['upgrade', RELEASE, CHART, ...values])
+  t.equal(result.code, 0, result.stderr)
+  t.same(ringOf(stored()), added, 'the upgrade rendered the stored ring unchanged')
+
+  result = await onServer(['uninstall', RELEASE, '--namespace', NAMESPACE])
+  t.equal(result.code, 0, result.stderr)
+  t.match(result.stdout, /kept due to the resource policy[\s\S]*Secret\] agw-memory-keys/)
+  t.same(ringOf(stored()), added, 'helm uninstall keeps the key ring')
+  result = await onServer(['install', RELEASE, CHART, ...values])
+  t.equal(result.code, 0, result.stderr)
+  t.same(ringOf(stored()), added, 'a reinstall under the same name adopts it')
+
+  // A Secret of that name without the ring is refused, never overwritten with a new key.
+  const cleared = await kubectl(['patch', 'secret', `${RELEASE}-memory-keys`, '--type', 'json', '-p', '[{"op":"remove","path":"/data"}]'])
+  t.equal(cleared.code, 0, cleared.stderr)
+  result = await onServer(['upgrade', RELEASE, CHART, ...values])
+  t.not(result.code, 0)
+  t.match(result.stderr, /agw-memory-keys exists but has no key memory-keys\.json/)
+})
+
 t.test('the migrate Job is a pre-install/pre-upgrade hook running `agent-gateway migrate`', async (t) => {
   const migrate = find(defaults, 'Job', `${RELEASE}-migrate`)
   t.equal(migrate.metadata.annotations?.['helm.sh/hook'], 'pre-install,pre-upgrade')
@@ -834,10 +1076,16 @@ t.test('NOTES.txt names the URLs, the qualified kubectl commands and the evaluat
   t.match(plain, `kubectl -n ${NAMESPACE} get runs.jobs.agent-gateway.dev`)
   t.match(plain, /config\.chainRpcUrl is empty/)
   t.match(plain, /create secret generic agent-gateway-external/)
+  t.match(plain, /LOSING IT LOSES EVERY MEMORY/)
+  t.match(plain, `kubectl -n ${NAMESPACE} get secret ${RELEASE}-memory-keys -o yaml`, 'how to back the key ring up')
+  t.match(plain, /kept across upgrades and by\s+`helm uninstall`/)
+  t.match(plain, /Argo CD\) would generate a new key on every render/)
   const everything = await install(['-f', ALL_ENABLED])
   t.match(everything, 'scheduler  https://scheduler.example.com')
   t.match(everything, /evaluation only/)
   t.notMatch(everything, /chainRpcUrl is empty/)
+  t.match(everything, /the Secret\s+"agent-gateway-memory-keys", key ring\.json\. It must exist/)
+  t.notMatch(everything, /generated by the chart/)
 })
 
 t.test('the CRDs ship with the chart', async (t) => {

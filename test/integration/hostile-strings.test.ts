@@ -203,7 +203,7 @@ async function appsSuite(t: Test, databaseUrl?: string): Promise<void> {
     t.equal(legit.status, 402, 'right-to-left, zero-width and emoji in a prompt pass validation: the answer is the price')
   })
 
-  await t.test('memory (schemas validate before the 501 handlers)', async (t) => {
+  await t.test('memory (schemas validate before any handler or 402)', async (t) => {
     refused(t, await inject(memory, 'POST', '/api/v1/memories', { payload: '{"content":"x","metadata":{"k\\u0000":"v"}}' }), 'body.metadata.k\\u0000', NUL, 'NUL in a metadata key')
     refused(t, await inject(memory, 'POST', '/api/v1/memories', { payload: '{"content":"\\udfff"}' }), 'body.content', LONE, 'a lone surrogate in content')
     refused(t, await inject(memory, 'POST', '/api/v1/contexts', { payload: '{"query":"a\\u0000"}' }), 'body.query', NUL, 'NUL in a recall query')

@@ -127,6 +127,41 @@ key: MEDIA_INTERNAL_TOKEN
 {{- end -}}
 {{- end -}}
 
+{{/*
+The memory key ring (MEMORY_KEY_FILE): memory.keyRing.existingSecret and its secretKey, else the
+chart's generated "<fullname>-memory-keys" (templates/memory-keys.yaml), key memory-keys.json.
+*/}}
+{{- define "agent-gateway.memoryKeysSecret" -}}
+{{- with .Values.memory.keyRing.existingSecret -}}
+name: {{ . }}
+key: {{ $.Values.memory.keyRing.secretKey }}
+{{- else -}}
+name: {{ include "agent-gateway.fullname" . }}-memory-keys
+key: memory-keys.json
+{{- end -}}
+{{- end -}}
+
+{{/* Where the memory pods see the key ring (a read-only Secret volume, refreshed by the kubelet). */}}
+{{- define "agent-gateway.memoryKeysDir" -}}
+/etc/agent-gateway/memory-keys
+{{- end -}}
+
+{{/*
+The local embedding model of memory.embeddings.localModel: "claim", "image" or "" (none). Fails on
+the combinations the service refuses (MEMORY_EMBEDDINGS_URL with MEMORY_EMBEDDINGS_MODEL_DIR).
+*/}}
+{{- define "agent-gateway.memoryLocalModel" -}}
+{{- $e := .Values.memory.embeddings -}}
+{{- $lm := $e.localModel -}}
+{{- if and $lm.existingClaim $lm.image.reference -}}
+{{- fail "memory.embeddings.localModel: set existingClaim or image.reference, not both (one directory holds the model)." -}}
+{{- end -}}
+{{- if and $e.url (or $lm.existingClaim $lm.image.reference) -}}
+{{- fail "memory.embeddings.url and memory.embeddings.localModel are mutually exclusive: the memory role uses one embedder (MEMORY_EMBEDDINGS_URL or MEMORY_EMBEDDINGS_MODEL_DIR). Clear memory.embeddings.url to use the local model, or clear localModel.existingClaim/image.reference to use the upstream." -}}
+{{- end -}}
+{{- if $lm.existingClaim -}}claim{{- else if $lm.image.reference -}}image{{- end -}}
+{{- end -}}
+
 {{- define "agent-gateway.schedulerInternalUrl" -}}
 {{- .Values.config.schedulerInternalUrl | default (printf "http://%s-scheduler.%s.svc:4021" (include "agent-gateway.fullname" .) .Release.Namespace) -}}
 {{- end -}}
@@ -301,6 +336,60 @@ The variables are the ones src/platform/config.ts reads (README "Configuration")
 {{- with $m.speech.model }}
 - name: SPEECH_UPSTREAM_MODEL
   value: {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- if eq $role "memory" }}
+{{- $mem := $v.memory }}
+{{- $e := $mem.embeddings }}
+{{- $d := $mem.dreaming }}
+- name: MEMORY_KEY_FILE
+  value: {{ printf "%s/memory-keys.json" (include "agent-gateway.memoryKeysDir" $ctx) | quote }}
+- name: MEMORY_CACHE_MB
+  value: {{ $mem.cacheMb | int64 | quote }}
+- name: MEMORY_UPSTREAM_TIMEOUT_MS
+  value: {{ $mem.upstreamTimeoutMs | int64 | quote }}
+{{- /* One embedder: the upstream, a local model directory, or (neither) the lexical default. */}}
+{{- if $e.url }}
+- name: MEMORY_EMBEDDINGS_URL
+  value: {{ $e.url | quote }}
+{{- with $e.model }}
+- name: MEMORY_EMBEDDINGS_MODEL
+  value: {{ . | quote }}
+{{- end }}
+{{- if $e.dimensions }}
+- name: MEMORY_EMBEDDINGS_DIMENSIONS
+  value: {{ $e.dimensions | int64 | quote }}
+{{- end }}
+{{- with $e.apiKeySecret.name }}
+- name: MEMORY_EMBEDDINGS_API_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: {{ $e.apiKeySecret.key }}
+{{- end }}
+{{- else if include "agent-gateway.memoryLocalModel" $ctx }}
+- name: MEMORY_EMBEDDINGS_MODEL_DIR
+  value: {{ $e.localModel.mountPath | quote }}
+{{- end }}
+{{- /* Dreaming is off without a chat upstream; its other settings then mean nothing. */}}
+{{- if $d.url }}
+- name: MEMORY_DREAM_URL
+  value: {{ $d.url | quote }}
+{{- with $d.model }}
+- name: MEMORY_DREAM_MODEL
+  value: {{ . | quote }}
+{{- end }}
+- name: MEMORY_DREAM_MODEL_SIZE
+  value: {{ $d.modelSize | quote }}
+- name: MEMORY_DREAM_CRON
+  value: {{ $d.cron | quote }}
+{{- with $d.apiKeySecret.name }}
+- name: MEMORY_DREAM_API_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: {{ $d.apiKeySecret.key }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- if eq $role "scheduler-api" }}

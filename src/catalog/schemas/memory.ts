@@ -26,7 +26,10 @@ export const RememberHeaders = Type.Object({
   'idempotency-key': Type.Optional(IdempotencyKey),
 })
 
-export const Rail = StringEnum(['direct', 'marketplace'] as const)
+export const Rail = StringEnum(['direct', 'marketplace', 'payg'] as const, {
+  description: 'direct: debited from the deposit; marketplace: one memory-ops unit of a plan; payg: paid per call with x402 or MPP',
+})
+const AccountRail = StringEnum(['direct', 'marketplace', 'payg'] as const)
 
 export const RememberResult = Type.Object(
   {
@@ -73,15 +76,17 @@ export const RecallResult = Type.Object(
         {
           id: MemoryId,
           content: Type.String(),
-          score: Type.Number({ description: 'Relevance, higher is better' }),
+          score: Type.Number({ description: 'Reciprocal-rank-fusion score of the keyword and vector rankings: comparable within one response, higher is better' }),
           createdAt: Timestamp,
           tags: Type.Array(Type.String()),
           context: Nullable(Type.String()),
+          kind: StringEnum(['raw', 'derived'] as const),
         },
         { additionalProperties: false },
       ),
       { description: 'Best first' },
     ),
+    embeddings: StringEnum(['upstream', 'local-model', 'lexical'] as const, { description: 'Which embedder ranked the vector half of the fusion' }),
   },
   { additionalProperties: false },
 )
@@ -103,18 +108,51 @@ export const MemoryRecord = Type.Object(
 )
 
 export const ExpandResult = Type.Object(
-  { records: Type.Array(MemoryRecord, { description: 'Found records, in the order asked; unknown ids are left out' }) },
+  {
+    records: Type.Array(MemoryRecord, { description: 'Found records, in the order asked; unknown ids are left out' }),
+    missing: Type.Array(MemoryId, { description: 'Asked ids that are not yours or do not exist' }),
+  },
   { additionalProperties: false },
 )
 
 export const MemoryAccount = Type.Object(
   {
-    owner: Type.String({ description: 'Wallet address' }),
-    rail: Nullable(Rail, { description: 'null before the first paid call' }),
-    depositMicros: MicrosString({ description: 'Total deposited' }),
-    spentMicros: MicrosString({ description: 'Total debited for writes and dreaming' }),
-    balanceMicros: MicrosString({ description: 'Withdrawable remainder' }),
-    records: Type.Integer({ minimum: 0, description: 'Stored memories' }),
+    owner: Type.String({ description: 'Wallet address, or agent:<agentId> for a plan holder' }),
+    rail: Nullable(AccountRail, { description: 'How the first write was paid; null before it' }),
+    depositMicros: MicrosString({ description: 'Total deposited (settled deposits)' }),
+    spentMicros: MicrosString({ description: 'Total debited from the deposit for writes and dreaming' }),
+    refundedMicros: MicrosString({ description: 'Total withdrawn on-chain' }),
+    balanceMicros: MicrosString({ description: 'Withdrawable remainder: deposits − debits − dreaming − withdrawals' }),
+    pendingDepositMicros: MicrosString({ description: 'Deposits whose settlement is not known yet (not spendable)' }),
+    records: Type.Integer({ minimum: 0, description: 'Stored memories (raw and derived)' }),
+    derivedRecords: Type.Integer({ minimum: 0, description: 'Of which written by dreaming' }),
+    embeddings: Type.Object(
+      {
+        mode: StringEnum(['upstream', 'local-model', 'lexical'] as const, {
+          description: 'lexical = the model-free default (stemmed BM25 over the blind index plus hashed character n-gram vectors)',
+        }),
+        model: Type.String(),
+        dims: Type.Integer({ minimum: 1 }),
+      },
+      { additionalProperties: false },
+    ),
+    dreaming: Type.Object(
+      { enabled: Type.Boolean(), detail: Type.String(), model: Type.Optional(Type.String()) },
+      { additionalProperties: false, description: 'Background consolidation; off when no model is configured' },
+    ),
+    ledger: Type.Array(
+      Type.Object(
+        {
+          kind: StringEnum(['deposit', 'debit', 'dream', 'refund'] as const),
+          amountMicros: Type.String({ pattern: '^-?[0-9]+$', description: 'Signed integer micros: + deposit, − debit, dream, refund' }),
+          memoryId: Nullable(Type.String()),
+          txHash: Nullable(Type.String()),
+          createdAt: Timestamp,
+        },
+        { additionalProperties: false },
+      ),
+      { description: 'The latest 50 ledger rows, newest first; the totals above are sums over every row' },
+    ),
   },
   { additionalProperties: false },
 )
