@@ -17,14 +17,15 @@ import { createMemoryService, type MemoryService } from './service.ts'
 import { registerMemoryMoney, type MemoryMoney } from './deposits.ts'
 import { createDreamHost } from './dream-host.ts'
 import { createChatModel } from './dreaming/chat.ts'
-import { createDreamer, type Dreamer } from './dreaming/dreamer.ts'
+import { createDreamer, DREAM_DISABLED_REASON, type Dreamer } from './dreaming/dreamer.ts'
 import { openJobQueue, type JobQueue } from '../platform/jobs.ts'
 
 export interface MemoryRole {
   service: MemoryService
   money: MemoryMoney
   embedder: Embedder
-  dreamer: Dreamer
+  /** Undefined when dreaming is off (no MEMORY_DREAM_URL). */
+  dreamer: Dreamer | undefined
   /** /readyz detail: the embedder and dreaming modes. */
   describe(): Record<string, unknown>
   stop(): Promise<void>
@@ -72,24 +73,27 @@ export async function openMemoryRole(deps: { config: Config; db: Db; clock: Cloc
   const spec = findService('memory')
   if (spec === undefined || spec.meter === undefined) throw new Error('the registry has no memory service with a meter')
   // Dreaming runs on the Postgres-backed job queue: one sweep per cron slot across replicas, one
-  // job per owner at a time. Without a model it is off and says so.
-  const queue: JobQueue = await openJobQueue({ db, logger })
-  const chat = config.memoryDreamUrl
-    ? createChatModel({
-        url: config.memoryDreamUrl,
-        apiKey: config.memoryDreamApiKey,
-        model: config.memoryDreamModel,
-        size: config.memoryDreamModelSize,
-        timeoutMs: config.memoryUpstreamTimeoutMs,
-        retries: 2,
-      })
-    : undefined
-  const dreamer = createDreamer({ host: createDreamHost({ db, keys, embedder, countTokens }), model: chat, queue, logger, cron: config.memoryDreamCron })
+  // job per owner at a time. Without a model it is off, says so, and no queue is started (its
+  // pollers would only compete with requests for the embedded database).
+  let queue: JobQueue | undefined
+  let dreamer: Dreamer | undefined
+  if (config.memoryDreamUrl) {
+    queue = await openJobQueue({ db, logger })
+    const chat = createChatModel({
+      url: config.memoryDreamUrl,
+      apiKey: config.memoryDreamApiKey,
+      model: config.memoryDreamModel,
+      size: config.memoryDreamModelSize,
+      timeoutMs: config.memoryUpstreamTimeoutMs,
+      retries: 2,
+    })
+    dreamer = createDreamer({ host: createDreamHost({ db, keys, embedder, countTokens }), model: chat, queue, logger, cron: config.memoryDreamCron })
+  }
   const dreaming = () => {
-    const status = dreamer.status()
-    return status.enabled
+    const status = dreamer?.status()
+    return status?.enabled
       ? { enabled: true, detail: `on: ${status.model} (${status.size} model prices), sweep ${config.memoryDreamCron}`, ...(status.model ? { model: status.model } : {}) }
-      : { enabled: false, detail: status.reason ?? 'off' }
+      : { enabled: false, detail: status?.reason ?? DREAM_DISABLED_REASON }
   }
   const service = createMemoryService({
     db,
@@ -105,7 +109,7 @@ export async function openMemoryRole(deps: { config: Config; db: Db; clock: Cloc
     publicUrl: config.publicMemoryUrl,
   })
   const money = registerMemoryMoney({ db, logger, payments })
-  await dreamer.start()
+  await dreamer?.start()
   const refundTimer = setInterval(() => {
     money.refunds.retryDue().catch((error: unknown) => logger.error({ err: error }, 'memory refund pass failed'))
   }, 15_000)
@@ -125,7 +129,7 @@ export async function openMemoryRole(deps: { config: Config; db: Db; clock: Cloc
     }),
     async stop() {
       clearInterval(refundTimer)
-      await queue.stop({ timeoutMs: 10_000 })
+      await queue?.stop({ timeoutMs: 10_000 })
       await embedder.close?.()
     },
   }

@@ -3,6 +3,7 @@
 // `agent-gateway --help` are printed from this list, so they cannot drift).
 import os from 'node:os'
 import path from 'node:path'
+import { CronExpressionParser } from 'cron-parser'
 import { isBlobKey } from './blobs.ts'
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
@@ -335,6 +336,18 @@ function readS3(env: Env, blobStore: 'local' | 's3') {
   }
 }
 
+/**
+ * An upstream URL that must not carry credentials: user:password in a URL ends up in error
+ * messages and logs (fetch echoes the URL); keys go in the *_API_KEY variables instead.
+ */
+function readUpstreamUrl(env: Env, name: string): string | undefined {
+  const url = readUrl(env, name, ['http:', 'https:'])
+  if (url === undefined) return undefined
+  const parsed = new URL(url)
+  if (parsed.username !== '' || parsed.password !== '') throw new ConfigError(name, 'must not contain a user name or password; put the key in the matching *_API_KEY variable')
+  return url
+}
+
 /** The media role's settings (MEDIA_*, the song and speech upstreams, the soundfont). */
 function readMedia(env: Env, cwd: string) {
   const http = ['http:', 'https:']
@@ -347,10 +360,10 @@ function readMedia(env: Env, cwd: string) {
   return {
     mediaUrl: mediaUrl === undefined ? undefined : stripSlash(mediaUrl),
     mediaInternalToken: token,
-    songUpstreamUrl: readUrl(env, 'SONG_UPSTREAM_URL', http),
+    songUpstreamUrl: readUpstreamUrl(env, 'SONG_UPSTREAM_URL'),
     songUpstreamApiKey: env.SONG_UPSTREAM_API_KEY || undefined,
     songUpstreamModel: env.SONG_UPSTREAM_MODEL || undefined,
-    speechUpstreamUrl: readUrl(env, 'SPEECH_UPSTREAM_URL', http),
+    speechUpstreamUrl: readUpstreamUrl(env, 'SPEECH_UPSTREAM_URL'),
     speechUpstreamApiKey: env.SPEECH_UPSTREAM_API_KEY || undefined,
     speechUpstreamModel: env.SPEECH_UPSTREAM_MODEL || undefined,
     mediaUpstreamTimeoutMs: readBoundedInt(env, 'MEDIA_UPSTREAM_TIMEOUT_MS', 120_000, 1, 3_600_000),
@@ -435,7 +448,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     blobDir: path.resolve(cwd, env.BLOB_DIR || path.join(dataDir, 'blobs')),
     blobStore,
     ...readS3(env, blobStore),
-    llmBaseUrl: readUrl(env, 'LLM_BASE_URL', http),
+    llmBaseUrl: readUpstreamUrl(env, 'LLM_BASE_URL'),
     llmApiKey: env.LLM_API_KEY || undefined,
     marketplacePayerKey,
     runnerJobTemplateFile: env.RUNNER_JOB_TEMPLATE_FILE || undefined,
@@ -448,14 +461,22 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   }
 }
 
+function isCron(expression: string): boolean {
+  try {
+    CronExpressionParser.parse(expression)
+    return true
+  } catch {
+    return false
+  }
+}
+
 /** The memory role's settings (keys, embeddings, dreaming, cache). */
 function readMemory(env: Env, cwd: string) {
-  const http = ['http:', 'https:']
   const size = env.MEMORY_DREAM_MODEL_SIZE || 'small'
   if (size !== 'small' && size !== 'large') throw new ConfigError('MEMORY_DREAM_MODEL_SIZE', `must be small or large, got "${size}"`)
   const cron = env.MEMORY_DREAM_CRON || '*/15 * * * *'
-  if (!/^[0-9*/,\- ]{9,100}$/.test(cron) || cron.trim().split(/\s+/).length !== 5) throw new ConfigError('MEMORY_DREAM_CRON', `must be a five-field cron expression, got "${cron}"`)
-  const embeddingsUrl = readUrl(env, 'MEMORY_EMBEDDINGS_URL', http)
+  if (cron.trim().split(/\s+/).length !== 5 || !isCron(cron)) throw new ConfigError('MEMORY_DREAM_CRON', `must be a five-field cron expression, got "${cron}"`)
+  const embeddingsUrl = readUpstreamUrl(env, 'MEMORY_EMBEDDINGS_URL')
   const modelDir = env.MEMORY_EMBEDDINGS_MODEL_DIR ? path.resolve(cwd, env.MEMORY_EMBEDDINGS_MODEL_DIR) : undefined
   if (embeddingsUrl !== undefined && modelDir !== undefined) {
     throw new ConfigError('MEMORY_EMBEDDINGS_MODEL_DIR', 'cannot be set together with MEMORY_EMBEDDINGS_URL (choose one embedder)')
@@ -468,7 +489,7 @@ function readMemory(env: Env, cwd: string) {
     memoryEmbeddingsDimensions: env.MEMORY_EMBEDDINGS_DIMENSIONS ? readBoundedInt(env, 'MEMORY_EMBEDDINGS_DIMENSIONS', 0, 8, 4096) : undefined,
     memoryEmbeddingsModelDir: modelDir,
     memoryUpstreamTimeoutMs: readBoundedInt(env, 'MEMORY_UPSTREAM_TIMEOUT_MS', 30_000, 1, 600_000),
-    memoryDreamUrl: readUrl(env, 'MEMORY_DREAM_URL', http),
+    memoryDreamUrl: readUpstreamUrl(env, 'MEMORY_DREAM_URL'),
     memoryDreamApiKey: env.MEMORY_DREAM_API_KEY || undefined,
     memoryDreamModel: env.MEMORY_DREAM_MODEL || 'gpt-4o-mini',
     memoryDreamModelSize: size as 'large' | 'small',

@@ -9,7 +9,8 @@ import { ExactEvmScheme } from '@x402/evm/exact/client'
 import { wrapFetchWithPayment } from '@x402/fetch'
 import { createSIWxPayload, encodeSIWxHeader } from '@x402/extensions/sign-in-with-x'
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts'
-import { startCli, type CliProcess } from '../helpers/cli.ts'
+import path from 'node:path'
+import { repoRoot, startCli, type CliProcess } from '../helpers/cli.ts'
 import { reachableRedis, throwawayDatabase } from '../helpers/servers.ts'
 
 type Json = Record<string, any>
@@ -206,6 +207,33 @@ t.test('a marketplace buyer remembers on a plan; a per-call buyer pays 0.001; id
   const foreign = await json(await owner(nobody, `${base}/api/v1/contexts/expand`, post({ ids: [paidBody.id] })))
   t.same(foreign.records, [], "another owner's id expands to nothing")
   t.same(foreign.missing, [paidBody.id])
+})
+
+t.test('memory rotate-key re-wraps every data key while the server keeps serving', async (t) => {
+  if (!cli) return t.skip('no Postgres/Redis', () => {})
+  const base = cli.memory
+  const before = privateKeyToAccount(generatePrivateKey())
+  await faucet(before.address, 1_000_000n)
+  const written = await json(await payingFetch(before)(`${base}/api/v1/memories`, post({ content: 'written before the rotation: lighthouse keeper' })))
+  const output = execFileSync(process.execPath, [path.join(repoRoot, 'bin/agent-gateway.js'), 'memory', 'rotate-key'], { cwd: repoRoot, env: cli.env }).toString()
+  t.match(output, /active key-encryption key: k-[0-9]{8}-[0-9a-f]+; rewrapped [1-9][0-9]*/, 'a new key, every data key re-wrapped')
+  const again = execFileSync(
+    process.execPath,
+    [path.join(repoRoot, 'bin/agent-gateway.js'), 'memory', 'rotate-key', '--to', /active key-encryption key: (\S+);/.exec(output)?.[1] ?? ''],
+    {
+      cwd: repoRoot,
+      env: cli.env,
+    },
+  ).toString()
+  t.match(again, /rewrapped 0,/, 'rotating to the same key again has nothing to do')
+  const recalled = await json(await owner(before, `${base}/api/v1/contexts`, post({ query: 'lighthouse keeper' })))
+  t.equal(recalled.results[0]?.id, written.id, 'an owner from before the rotation still recalls')
+  const after = privateKeyToAccount(generatePrivateKey())
+  await faucet(after.address, 1_000_000n)
+  const fresh = await payingFetch(after)(`${base}/api/v1/memories`, post({ content: 'written after the rotation: lighthouse keeper' }))
+  t.equal(fresh.status, 201, 'a new owner gets a data key under the new key-encryption key (the server reloads its ring)')
+  const theirs = await json(await owner(after, `${base}/api/v1/contexts`, post({ query: 'lighthouse keeper' })))
+  t.equal(theirs.results.length, 1)
 })
 
 t.test('the raw database holds none of the planted phrases or their stems', async (t) => {

@@ -52,8 +52,11 @@ export interface Proc {
   metrics: Metrics
 }
 
-/** One process of the service over the shared database and chain (its own chain adapter: its own nonce tracking). */
-export async function boot(db: Db, dev: StartedDevChain, settlerKey: Hex, payTo: Address, clock: Clock = systemClock): Promise<Proc> {
+/**
+ * What every killable process starts with: its life (the kill switch), the shared database and a
+ * chain adapter of its own (its own nonce tracking) behind that switch, and payments over them.
+ */
+export async function crashablePayments(db: Db, dev: StartedDevChain, settlerKey: Hex, payTo: Address, clock: Clock) {
   const life = new ProcessLife()
   const pdb = crashableDb(db, life)
   const chain = crashableChain(
@@ -62,6 +65,12 @@ export async function boot(db: Db, dev: StartedDevChain, settlerKey: Hex, payTo:
   )
   const kv = await openKeyValue({ kind: 'memory' })
   const payments = await openPayments({ db: pdb, kv, logger, clock, registry, dataDir: '', payTo, gatewayUrl: GATEWAY_URL, chain, reconcileEveryMs: 0 })
+  return { life, pdb, chain, kv, payments }
+}
+
+/** One process of the service over the shared database and chain (its own chain adapter: its own nonce tracking). */
+export async function boot(db: Db, dev: StartedDevChain, settlerKey: Hex, payTo: Address, clock: Clock = systemClock): Promise<Proc> {
+  const { life, pdb, chain, kv, payments } = await crashablePayments(db, dev, settlerKey, payTo, clock)
   const mailer = createMailer({ from: 'crash@localhost' })
   const service = createSchedulerService({
     db: pdb,

@@ -62,3 +62,19 @@ export async function reachableRedis(t: Test): Promise<string | undefined> {
     return undefined
   }
 }
+
+/** Runs `suite` on an in-memory PGlite, then on a throw-away Postgres database (skipped with the reason when absent). */
+export function onPgliteAndPostgres(t: Test, suite: (t: Test, db: Db) => Promise<void>): void {
+  t.test('on PGlite', async (t) => {
+    const db = await openDb({ kind: 'pglite', dataDir: 'memory://' })
+    t.teardown(() => db.close())
+    await suite(t, db)
+  })
+  t.test('on Postgres', async (t) => {
+    const url = await throwawayDatabase(t)
+    if (!url) return
+    const db = await openDb({ kind: 'postgres', url })
+    t.teardown(() => db.close())
+    await suite(t, db)
+  })
+}

@@ -207,6 +207,23 @@ async function appsSuite(t: Test, databaseUrl?: string): Promise<void> {
     refused(t, await inject(memory, 'POST', '/api/v1/memories', { payload: '{"content":"x","metadata":{"k\\u0000":"v"}}' }), 'body.metadata.k\\u0000', NUL, 'NUL in a metadata key')
     refused(t, await inject(memory, 'POST', '/api/v1/memories', { payload: '{"content":"\\udfff"}' }), 'body.content', LONE, 'a lone surrogate in content')
     refused(t, await inject(memory, 'POST', '/api/v1/contexts', { payload: '{"query":"a\\u0000"}' }), 'body.query', NUL, 'NUL in a recall query')
+    // Bad input that is valid Unicode: still a 400 naming the field, before any 402 or 401.
+    const invalid = async (method: string, url: string, payload: string | undefined, field: string, what: string, headers: Record<string, string> = {}) => {
+      const answer = await inject(memory, method, url, { ...(payload === undefined ? {} : { payload }), headers })
+      t.equal(answer.status, 400, `${what}: 400`)
+      t.match(answer.body, { code: 'validation_error', field }, `${what}: names ${field}`)
+    }
+    await invalid('POST', '/api/v1/memories', JSON.stringify({ content: 'x'.repeat(32_769) }), 'body.content', 'oversized content')
+    await invalid('POST', '/api/v1/memories', JSON.stringify({ content: '' }), 'body.content', 'empty content')
+    await invalid('POST', '/api/v1/memories', JSON.stringify({ content: 'x', tags: Array.from({ length: 21 }, (_, i) => `t${i}`) }), 'body.tags', 'too many tags')
+    await invalid('POST', '/api/v1/memories', JSON.stringify({ content: 'x', tags: ['a', 'a'] }), 'body.tags', 'duplicate tags')
+    await invalid('POST', '/api/v1/memories', JSON.stringify({ content: 'x', owner: '0xabc' }), 'body.owner', 'an unknown field')
+    await invalid('POST', '/api/v1/memories', JSON.stringify({ content: 'x', context: '../etc' }), 'body.context', 'a context outside its pattern')
+    await invalid('POST', '/api/v1/contexts', JSON.stringify({ query: '' }), 'body.query', 'an empty query')
+    await invalid('POST', '/api/v1/contexts', JSON.stringify({ query: 'x', limit: 51 }), 'body.limit', 'limit above 50')
+    await invalid('POST', '/api/v1/contexts/expand', JSON.stringify({ ids: ['not-a-uuid'] }), 'body.ids.0', 'a bad id')
+    await invalid('POST', '/api/v1/contexts/expand', JSON.stringify({ ids: [] }), 'body.ids', 'no ids')
+    await invalid('POST', '/api/v1/deposits', undefined, 'header.x-pay-amount-micros', 'a deposit without an amount', { 'x-pay-amount-micros': '1.5' })
   })
 
   await t.test('scheduler: every string field', async (t) => {

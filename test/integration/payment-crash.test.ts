@@ -13,13 +13,13 @@ import t from 'tap'
 import type { Test } from 'tap'
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts'
 import type { Address, Hex } from 'viem'
-import { openDb, type Db } from '../../src/platform/db/index.ts'
+import type { Db } from '../../src/platform/db/index.ts'
 import { migrate } from '../../src/platform/db/migrate.ts'
 import type { Clock } from '../../src/platform/clock.ts'
 import { startDevChain, ANVIL_ACCOUNT_0_KEY, type StartedDevChain } from '../../src/payments/chain/dev.ts'
 import type { KillPoint } from '../helpers/crashable.ts'
 import { boot, createCall, fundCall, PLAN_PRICE, purchaseCall, send, shutdown, sign, type Call } from '../helpers/paid-process.ts'
-import { throwawayDatabase } from '../helpers/servers.ts'
+import { onPgliteAndPostgres } from '../helpers/servers.ts'
 
 // Every step of six requests killed and recovered, on two databases: several minutes by design,
 // more than the suite's per-file default on a slow or shared machine.
@@ -192,16 +192,4 @@ async function suite(t: Test, db: Db, dev: StartedDevChain): Promise<void> {
 const dev = await startDevChain({ logger: undefined })
 t.teardown(() => dev.close())
 
-t.test('on PGlite', async (t) => {
-  const db = await openDb({ kind: 'pglite', dataDir: 'memory://' })
-  t.teardown(() => db.close())
-  await suite(t, db, dev)
-})
-
-t.test('on Postgres', async (t) => {
-  const url = await throwawayDatabase(t)
-  if (!url) return
-  const db = await openDb({ kind: 'postgres', url })
-  t.teardown(() => db.close())
-  await suite(t, db, dev)
-})
+onPgliteAndPostgres(t, (t, db) => suite(t, db, dev))

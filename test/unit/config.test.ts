@@ -70,6 +70,15 @@ t.test('a bad variable is named in the error', async (t) => {
     [{ MEDIA_CONCURRENCY: '0' }, 'MEDIA_CONCURRENCY'],
     [{ MEDIA_ANALYSIS_THREADS: '0' }, 'MEDIA_ANALYSIS_THREADS'],
     [{ MEDIA_ANALYSIS_THREADS: 'all' }, 'MEDIA_ANALYSIS_THREADS'],
+    [{ SONG_UPSTREAM_URL: 'https://user:secret@songs.example.com' }, 'SONG_UPSTREAM_URL'],
+    [{ MEMORY_EMBEDDINGS_URL: 'https://key@embed.example.com' }, 'MEMORY_EMBEDDINGS_URL'],
+    [{ MEMORY_EMBEDDINGS_URL: 'https://embed.example.com', MEMORY_EMBEDDINGS_MODEL_DIR: '/models/e5' }, 'MEMORY_EMBEDDINGS_MODEL_DIR'],
+    [{ MEMORY_EMBEDDINGS_DIMENSIONS: '4' }, 'MEMORY_EMBEDDINGS_DIMENSIONS'],
+    [{ MEMORY_DREAM_URL: 'chat.example.com' }, 'MEMORY_DREAM_URL'],
+    [{ MEMORY_DREAM_MODEL_SIZE: 'huge' }, 'MEMORY_DREAM_MODEL_SIZE'],
+    [{ MEMORY_DREAM_CRON: 'every minute' }, 'MEMORY_DREAM_CRON'],
+    [{ MEMORY_DREAM_CRON: '61 * * * *' }, 'MEMORY_DREAM_CRON'],
+    [{ MEMORY_CACHE_MB: '0' }, 'MEMORY_CACHE_MB'],
   ]
   for (const [env, variable] of cases) {
     t.throws(() => loadConfig(env), { variable, message: new RegExp(variable) }, variable)

@@ -22,13 +22,16 @@ import { createMetrics } from '../../src/platform/metrics.ts'
 const urls = { gateway: 'http://gw.test', scheduler: 'http://sched.test', memory: 'http://mem.test' }
 const payTo = '0x0000000000000000000000000000000000000001'
 
-// Today's build: the gateway's own operations and the scheduler; reviews, songs, speech and memory
-// are listed but not built.
+// Today's build: the gateway's own operations, songs and speech, the scheduler and memory; reviews
+// are listed but not built. `partial` is an earlier build (no songs, no memory), for the unbuilt
+// payg operations and the unbuilt operations of another listener.
 const GATEWAY_BUILT = ['getAgentGuide', 'postAgentGuide', 'postAgentQuote', 'registerAgent', 'startAgentClaim', 'verifyAgentClaim', 'purchasePlan']
-const SCHEDULER_BUILT = allOperations()
-  .filter((operation) => operation.service === 'scheduler')
-  .map((operation) => operation.operationId)
-const today = new Set([...GATEWAY_BUILT, ...SCHEDULER_BUILT])
+const operationsOf = (...services: string[]) =>
+  allOperations()
+    .filter((operation) => services.includes(operation.service))
+    .map((operation) => operation.operationId)
+const partial = new Set([...GATEWAY_BUILT, ...operationsOf('scheduler')])
+const today = new Set([...partial, ...operationsOf('songmodel-3-pro', 'speechmodel-3.1-flash-tts', 'memory')])
 const everything = new Set(allOperations().map((operation) => operation.operationId))
 const catalogOf = (implemented: ReadonlySet<string>) => createCatalog(registry, { urls, implemented })
 
@@ -72,7 +75,7 @@ const noChallenge = (t: Test, headers: Record<string, unknown>, what: string) =>
 
 t.test('an unbuilt operation answers 501 before any access rule: no 402, no 401/403, nothing debited', async (t) => {
   const reached: string[] = []
-  const { gateway, memory } = apps(t, catalogOf(today), reached)
+  const { gateway, memory } = apps(t, catalogOf(partial), reached)
 
   const song = await gateway.inject({ method: 'POST', url: '/api/v1/audio/songs/songmodel-3-pro', payload: { prompt: 'lofi beat' } })
   t.equal(song.statusCode, 501, 'unbuilt payg operation: 501, not 402')
@@ -103,7 +106,7 @@ t.test('an unbuilt operation answers 501 before any access rule: no 402, no 401/
 })
 
 t.test('a bad body is still refused by the schema, before the 501', async (t) => {
-  const { gateway } = apps(t, catalogOf(today), [])
+  const { gateway } = apps(t, catalogOf(partial), [])
   const bad = await gateway.inject({ method: 'POST', url: '/api/v1/audio/songs/songmodel-3-pro', payload: { prompt: 'x', candidateCount: 4 } })
   t.equal(bad.statusCode, 400)
 })
@@ -147,7 +150,7 @@ t.test('POST /plans/{planId}/purchase refuses an unpurchasable plan with 409 bef
     t.match(body.reason, /not built|none of/)
     t.same(
       body.plans.map((plan) => plan.id),
-      ['scheduler-credit-5'],
+      ['scheduler-credit-5', 'memory-credit-5'],
       'it offers the plans that can be bought',
     )
     t.ok(body.plans.every((plan) => plan.purchasable))
@@ -173,7 +176,7 @@ t.test('discovery documents mark plans that cannot be bought', async (t) => {
   const context = { catalog, payTo }
   const manifest = manifestView(context) as { plans: Record<string, unknown>[] }
   const byId = new Map(manifest.plans.map((plan) => [plan.id as string, plan]))
-  t.same([...byId.keys()].sort(), ['reviews-credit-5', 'reviews-monthly', 'scheduler-credit-5'], 'every plan is listed once')
+  t.same([...byId.keys()].sort(), ['memory-credit-5', 'reviews-credit-5', 'reviews-monthly', 'scheduler-credit-5'], 'every plan is listed once')
   for (const id of ['reviews-credit-5', 'reviews-monthly']) {
     const plan = byId.get(id)
     t.equal(plan?.purchasable, false, `${id} is marked`)
@@ -223,7 +226,8 @@ t.test('discovery documents mark plans that cannot be bought', async (t) => {
 })
 
 t.test('the advisor recommends built operations only', async (t) => {
-  const catalog = catalogOf(today)
+  // The build before songs and memory: a goal whose operation is not built yet.
+  const catalog = catalogOf(partial)
   const goals = [
     'annotate my web page',
     'make a song',
@@ -237,11 +241,11 @@ t.test('the advisor recommends built operations only', async (t) => {
   for (const goal of goals) {
     const guide = buildGuide(catalog, { goal })
     t.ok(
-      guide.recommendations.every((recommendation) => today.has(recommendation.operationId) && recommendation.implemented),
+      guide.recommendations.every((recommendation) => partial.has(recommendation.operationId) && recommendation.implemented),
       `${goal}: nothing unbuilt is recommended`,
     )
     t.ok(
-      guide.unavailable.every((entry) => !today.has(entry.operationId)),
+      guide.unavailable.every((entry) => !partial.has(entry.operationId)),
       `${goal}: unavailable lists unbuilt operations only`,
     )
     t.notMatch(JSON.stringify(guide.recommendations), /reviews-credit-5|reviews-monthly/, `${goal}: no unpurchasable plan is suggested`)
