@@ -15,6 +15,8 @@ const PAGE = 2_000
 export interface RecallCache {
   /** The owner's index, current as of this call (undefined: the owner has no records). */
   indexOf(owner: OwnerId, keys: OwnerKeys): Promise<OwnerIndex | undefined>
+  /** The owner's index as held, without asking the database (a recall checks the version with its content read). */
+  peek(owner: OwnerId): OwnerIndex | undefined
   /** Bytes held and owners cached (metrics). */
   stats(): { bytes: number; owners: number }
   clear(): void
@@ -22,39 +24,40 @@ export interface RecallCache {
 
 export function createRecallCache(deps: { db: Db; embedder: Embedder; maxBytes: number; logger: Logger }): RecallCache {
   const { db, embedder } = deps
-  // Map order is recency order: a hit is re-inserted at the end.
-  const entries = new Map<OwnerId, OwnerIndex>()
+  // Map order is recency order: a hit is re-inserted at the end. Each entry keeps the bytes it was
+  // counted at, so a hit costs no recount (counting walks the index).
+  const entries = new Map<OwnerId, { index: OwnerIndex; bytes: number }>()
   const loading = new Map<OwnerId, Promise<OwnerIndex | undefined>>()
   let bytes = 0
 
-  function touch(owner: OwnerId, index: OwnerIndex, before: number): void {
+  function touch(owner: OwnerId, index: OwnerIndex, counted: number): void {
+    const before = entries.get(owner)?.bytes ?? 0
     entries.delete(owner)
-    entries.set(owner, index)
-    bytes += index.bytes() - before
+    entries.set(owner, { index, bytes: counted })
+    bytes += counted - before
     for (const [other, held] of entries) {
       if (bytes <= deps.maxBytes || other === owner) break
       entries.delete(other)
-      bytes -= held.bytes()
+      bytes -= held.bytes
     }
   }
 
   async function refresh(owner: OwnerId, keys: OwnerKeys): Promise<OwnerIndex | undefined> {
     const version = await ownerVersion(db, owner)
-    if (version === undefined || version === 0n) return entries.get(owner)
     const held = entries.get(owner)
-    if (held !== undefined && BigInt(held.maxSeq) >= version) {
-      touch(owner, held, held.bytes())
-      return held
+    if (version === undefined || version === 0n) return held?.index
+    if (held !== undefined && BigInt(held.index.maxSeq) >= version) {
+      touch(owner, held.index, held.bytes)
+      return held.index
     }
-    const before = held?.bytes() ?? 0
-    const index = held ?? createOwnerIndex(embedder.dims)
+    const index = held?.index ?? createOwnerIndex(embedder.dims)
     for (;;) {
       const rows = await indexRowsAfter(db, owner, index.maxSeq, PAGE)
       if (rows.length === 0) break
       index.add(rows.map((row) => indexedRecordOf(keys, row, embedder.id, embedder.dims)))
       if (rows.length < PAGE || BigInt(index.maxSeq) >= version) break
     }
-    touch(owner, index, before)
+    touch(owner, index, index.bytes())
     return index
   }
 
@@ -72,6 +75,11 @@ export function createRecallCache(deps: { db: Db; embedder: Embedder; maxBytes: 
         })
         .catch(() => {})
       return promise
+    },
+    peek(owner) {
+      const held = entries.get(owner)
+      if (held !== undefined) touch(owner, held.index, held.bytes)
+      return held?.index
     },
     stats: () => ({ bytes, owners: entries.size }),
     clear() {

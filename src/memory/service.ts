@@ -25,6 +25,7 @@ import {
   accountTotals,
   balanceOf,
   contentRows,
+  contentRowsAndVersion,
   ensureOwner,
   insertRecord,
   latestLedger,
@@ -282,21 +283,29 @@ export function createMemoryService(deps: MemoryServiceDeps) {
       const mode: EmbeddingMode = embedder.mode
       const ownerKeys = await keys.keysOf(db, owner)
       if (ownerKeys === undefined) return { results: [], embeddings: mode }
-      const index = await cache.indexOf(owner, ownerKeys)
-      if (index === undefined || index.size === 0) return { results: [], embeddings: mode }
+      // A held index is searched at once and its currency checked with the content read (one
+      // round trip); an owner not held yet is loaded first.
+      let index = cache.peek(owner) ?? (await cache.indexOf(owner, ownerKeys))
+      if (index === undefined) return { results: [], embeddings: mode }
       const { vector } = await embedOne(request.query, signal)
-      const limit = request.limit ?? 10
-      const hits = index.search({ terms: queryTerms(ownerKeys, request.query), vector, ...filterMacs(ownerKeys, request), limit })
-      if (hits.length === 0) return { results: [], embeddings: mode }
-      const rows = new Map(
-        (
-          await contentRows(
-            db,
-            owner,
-            hits.map((hit) => hit.id),
-          )
-        ).map((row) => [row.id, row]),
+      const query = { terms: queryTerms(ownerKeys, request.query), vector, ...filterMacs(ownerKeys, request), limit: request.limit ?? 10 }
+      let hits = index.search(query)
+      let read = await contentRowsAndVersion(
+        db,
+        owner,
+        hits.map((hit) => hit.id),
       )
+      if (read.version !== undefined && read.version > BigInt(index.maxSeq)) {
+        // Records written since (here or on another replica): load them and search again.
+        index = (await cache.indexOf(owner, ownerKeys)) ?? index
+        hits = index.search(query)
+        read = await contentRowsAndVersion(
+          db,
+          owner,
+          hits.map((hit) => hit.id),
+        )
+      }
+      const rows = new Map(read.rows.map((row) => [row.id, row]))
       const results = []
       for (const hit of hits) {
         const row = rows.get(hit.id)

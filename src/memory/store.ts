@@ -140,6 +140,21 @@ export async function contentRows(q: Queryable, owner: OwnerId, ids: readonly st
   return q.query<ContentRow>(`select ${CONTENT_COLUMNS} from memory_records where owner = $1 and id = any($2::uuid[]) and state = 'active'`, [owner, ids])
 }
 
+/**
+ * An owner's active records among `ids` and, in the same statement, the owner's version (so a
+ * recall that searched a cached index learns whether newer records exist without a second trip).
+ */
+export async function contentRowsAndVersion(q: Queryable, owner: OwnerId, ids: readonly string[]): Promise<{ rows: ContentRow[]; version: bigint | undefined }> {
+  const found = await q.query<ContentRow & { owner_version: bigint }>(
+    `select o.version as owner_version, r.id, r.owner, r.kind, r.state, r.rail, r.content_ct, r.context_ct, r.tags_ct, r.metadata_ct, r.derived_from, r.tokens,
+            r.charged_micros, r.idempotency_key, r.request_hash, r.created_at
+       from memory_owners o left join memory_records r on r.owner = o.owner and r.id = any($2::uuid[]) and r.state = 'active'
+      where o.owner = $1`,
+    [owner, ids],
+  )
+  return { rows: found.filter((row) => row.id !== null), version: found[0]?.owner_version }
+}
+
 export async function recordById(q: Queryable, id: string): Promise<ContentRow | undefined> {
   return (await q.query<ContentRow>(`select ${CONTENT_COLUMNS} from memory_records where id = $1`, [id]))[0]
 }

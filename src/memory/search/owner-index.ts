@@ -18,6 +18,8 @@ class RecallIndex implements OwnerIndex {
   #size = 0
   #maxSeq = 0
   readonly #ids: string[] = []
+  /** Approximate heap bytes of #ids, kept as they are added (bytes() is asked on every recall). */
+  #idBytes = 0
   #seqs = new Float64Array(64)
   readonly #lexical = new Bm25Index()
   readonly #vectors: VectorStore
@@ -69,6 +71,7 @@ class RecallIndex implements OwnerIndex {
       this.#contextOf = grow(this.#contextOf, position * 2)
     }
     this.#ids.push(record.id)
+    this.#idBytes += 40 + record.id.length * 2 // string header + UTF-16 payload + the array slot (approx.)
     this.#seqs[position] = record.seq
     this.#maxSeq = record.seq
     this.#lexical.add(record.blind)
@@ -153,11 +156,8 @@ class RecallIndex implements OwnerIndex {
   }
 
   bytes(): number {
-    let ids = 0
-    for (const id of this.#ids) ids += 32 + id.length * 2 // string header + UTF-16 payload (approx.)
     return (
-      ids +
-      this.#ids.length * 8 +
+      this.#idBytes +
       this.#seqs.byteLength +
       this.#vectorOf.byteLength +
       this.#recordOfVector.byteLength +
