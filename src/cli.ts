@@ -75,16 +75,8 @@ export async function main(argv: string[]): Promise<number> {
     return 2
   }
 
-  let config: ReturnType<typeof loadConfig>
-  try {
-    config = loadConfig()
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      process.stderr.write(`${error.message}\n`)
-      return 78 // EX_CONFIG
-    }
-    throw error
-  }
+  const config = configOrExitCode()
+  if (typeof config === 'number') return config
   const logger = createLogger(config.logLevel)
   // Tracing first: the instrumentations patch http and pg as those modules load.
   const tracing = await startTracing({ otlpEndpoint: config.otlpEndpoint, serviceName: config.serviceName })
@@ -161,16 +153,8 @@ async function memoryCommand(args: string[], to: string | undefined): Promise<nu
     process.stderr.write(`Unknown memory command "${args.join(' ')}"; try: agent-gateway memory rotate-key [--to KEK_ID]\n`)
     return 2
   }
-  let config: ReturnType<typeof loadConfig>
-  try {
-    config = loadConfig()
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      process.stderr.write(`${error.message}\n`)
-      return 78
-    }
-    throw error
-  }
+  const config = configOrExitCode()
+  if (typeof config === 'number') return config
   const runtime = await import('./runtime.ts')
   const { migrate, migrationsDir } = await import('./platform/db/migrate.ts')
   const { rotateKek } = await import('./memory/crypto/rotate.ts')
@@ -209,5 +193,18 @@ async function memoryCommand(args: string[], to: string | undefined): Promise<nu
     return 1
   } finally {
     await db.close()
+  }
+}
+
+/** The configuration, or the exit code after saying which variable is wrong (78, EX_CONFIG). */
+function configOrExitCode(): ReturnType<typeof loadConfig> | number {
+  try {
+    return loadConfig()
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`)
+      return 78
+    }
+    throw error
   }
 }

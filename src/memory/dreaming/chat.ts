@@ -15,7 +15,7 @@
 // are the media providers' (src/media/providers/upstream/http.ts). Messages name the host:port
 // only: never the key, never the URL, and never the upstream's error body (it may echo the prompt,
 // i.e. an owner's decrypted memories).
-import { callUpstream, hostPort, type UpstreamHttpOptions, upstreamHttp } from '../../media/providers/upstream/http.ts'
+import { callUpstream, hostPort, isRecord, jsonObjectOf, type UpstreamHttpOptions, upstreamHttp } from '../../media/providers/upstream/http.ts'
 import { GenerationError } from '../../media/types.ts'
 import { countTokens } from '../embeddings/tokens.ts'
 import { DREAM_PRICES, type DreamModelSize } from '../limits.ts'
@@ -127,13 +127,7 @@ export function createChatModel(options: ChatModelOptions): OpenAiChatModel {
       throw err
     }
     const invalid = (what: string): ChatModelError => new ChatModelError('invalid_response', `chat model: ${where} answered with ${what}`)
-    let parsed: unknown
-    try {
-      parsed = JSON.parse(body.toString('utf8'))
-    } catch {
-      throw invalid(`a body that is not JSON (${body.length} bytes)`)
-    }
-    if (!isRecord(parsed)) throw invalid('JSON that is not an object')
+    const parsed = jsonObjectOf(body, invalid)
     const choices = parsed.choices
     if (!Array.isArray(choices) || choices.length === 0) throw invalid('no choices')
     const choice: unknown = choices[0]
@@ -168,10 +162,6 @@ function withoutBody(message: string): string {
 
 function tokenCount(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : undefined
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
 
 /** A short, content-free description of a bad value (never echoes strings). */

@@ -16,7 +16,7 @@
 // redaction are the media providers' (src/media/providers/upstream/http.ts). The URL is operator
 // configuration (often an in-cluster service), so it is called directly, not through the egress guard.
 import { GenerationError } from '../../media/types.ts'
-import { callUpstream, hostPort, type UpstreamHttpOptions, upstreamHttp } from '../../media/providers/upstream/http.ts'
+import { callUpstream, hostPort, isRecord, jsonObjectOf, type UpstreamHttpOptions, upstreamHttp } from '../../media/providers/upstream/http.ts'
 import type { Embedder, EmbeddingResult } from '../types.ts'
 import { EmbeddingError, l2Normalized } from './errors.ts'
 
@@ -103,13 +103,7 @@ export function createUpstreamEmbedder(options: UpstreamEmbedderOptions): Upstre
       throw err
     }
     const invalid = (what: string): EmbeddingError => new EmbeddingError('invalid_response', `embeddings: ${where} answered with ${what}`)
-    let parsed: unknown
-    try {
-      parsed = JSON.parse(body.toString('utf8'))
-    } catch {
-      throw invalid(`a body that is not JSON (${body.length} bytes)`)
-    }
-    if (!isRecord(parsed)) throw invalid('JSON that is not an object')
+    const parsed = jsonObjectOf(body, invalid)
     const data = parsed.data
     if (!Array.isArray(data)) throw invalid('no data array')
     if (data.length !== input.length) throw invalid(`${data.length} embeddings for ${input.length} inputs`)
@@ -186,10 +180,6 @@ function usageTokens(usage: unknown): number | undefined {
     if (typeof value === 'number' && Number.isInteger(value) && value >= 0) return value
   }
   return undefined
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
 
 /** A short, content-free description of a bad value (never echoes strings: they may be anything). */

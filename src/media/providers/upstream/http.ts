@@ -271,3 +271,19 @@ function networkReason(err: unknown): string {
   }
   return reason
 }
+
+export function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+/** An upstream answer's body as a JSON object; anything else is `invalid(what it was)`. */
+export function jsonObjectOf(body: Buffer, invalid: (what: string) => Error): Record<string, unknown> {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(body.toString('utf8'))
+  } catch {
+    throw invalid(`a body that is not JSON (${body.length} bytes)`)
+  }
+  if (!isRecord(parsed)) throw invalid('JSON that is not an object')
+  return parsed
+}
