@@ -15,8 +15,7 @@
 // are the media providers' (src/media/providers/upstream/http.ts). Messages name the host:port
 // only: never the key, never the URL, and never the upstream's error body (it may echo the prompt,
 // i.e. an owner's decrypted memories).
-import { callUpstream, hostPort, isRecord, jsonObjectOf, type UpstreamHttpOptions, upstreamHttp } from '../../media/providers/upstream/http.ts'
-import { GenerationError } from '../../media/types.ts'
+import { hostPort, isRecord, jsonObjectOf, postJson, type UpstreamHttpOptions, upstreamHttp } from '../../media/providers/upstream/http.ts'
 import { countTokens } from '../embeddings/tokens.ts'
 import { DREAM_PRICES, type DreamModelSize } from '../limits.ts'
 import type { ChatMessage, ChatModel } from '../types.ts'
@@ -108,24 +107,16 @@ export function createChatModel(options: ChatModelOptions): OpenAiChatModel {
     const maxTokens = callOptions?.maxTokens
     if (!(Number.isInteger(maxTokens) && maxTokens > 0)) throw new RangeError(`maxTokens must be a positive integer, got ${maxTokens}`)
     const signal = callOptions.signal ?? new AbortController().signal
-    let body: Buffer
-    try {
-      const response = await callUpstream(http, {
-        method: 'POST',
+    const body = await postJson(
+      http,
+      {
         url: endpoint,
         json: { model, messages: messages.map(({ role, content }) => ({ role, content })), temperature: 0, max_tokens: maxTokens, stream: false },
-        headers: { accept: 'application/json', 'user-agent': 'agent-gateway-memory' },
-        authorize: true,
+        userAgent: 'agent-gateway-memory',
         signal,
-        deadline: http.now() + http.deadlineMs,
-      })
-      body = response.body
-    } catch (err) {
-      if (err instanceof GenerationError) {
-        throw new ChatModelError(err.kind === 'timeout' ? 'timeout' : 'upstream', `chat model: ${withoutBody(err.message)}`, { cause: err })
-      }
-      throw err
-    }
+      },
+      (kind, message, cause) => new ChatModelError(kind, `chat model: ${withoutBody(message)}`, { cause }),
+    )
     const invalid = (what: string): ChatModelError => new ChatModelError('invalid_response', `chat model: ${where} answered with ${what}`)
     const parsed = jsonObjectOf(body, invalid)
     const choices = parsed.choices

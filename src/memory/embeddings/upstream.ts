@@ -15,8 +15,7 @@
 // Retries, back-off, Retry-After, per-attempt timeout, deadline (per batch), size cap and the key's
 // redaction are the media providers' (src/media/providers/upstream/http.ts). The URL is operator
 // configuration (often an in-cluster service), so it is called directly, not through the egress guard.
-import { GenerationError } from '../../media/types.ts'
-import { callUpstream, hostPort, isRecord, jsonObjectOf, type UpstreamHttpOptions, upstreamHttp } from '../../media/providers/upstream/http.ts'
+import { hostPort, isRecord, jsonObjectOf, postJson, type UpstreamHttpOptions, upstreamHttp } from '../../media/providers/upstream/http.ts'
 import type { Embedder, EmbeddingResult } from '../types.ts'
 import { EmbeddingError, l2Normalized } from './errors.ts'
 
@@ -86,22 +85,16 @@ export function createUpstreamEmbedder(options: UpstreamEmbedderOptions): Upstre
 
   /** One batch: the request, then the answer's validation. */
   const embedBatch = async (input: string[], signal: AbortSignal): Promise<{ vectors: Float32Array[]; tokens: number | undefined }> => {
-    let body: Buffer
-    try {
-      const response = await callUpstream(http, {
-        method: 'POST',
+    const body = await postJson(
+      http,
+      {
         url: endpoint,
         json: { model, input, encoding_format: 'float', ...(requested !== undefined ? { dimensions: requested } : {}) },
-        headers: { accept: 'application/json', 'user-agent': 'agent-gateway-memory' },
-        authorize: true,
+        userAgent: 'agent-gateway-memory',
         signal,
-        deadline: http.now() + http.deadlineMs,
-      })
-      body = response.body
-    } catch (err) {
-      if (err instanceof GenerationError) throw new EmbeddingError(err.kind === 'timeout' ? 'timeout' : 'upstream', `embeddings: ${err.message}`, { cause: err })
-      throw err
-    }
+      },
+      (kind, message, cause) => new EmbeddingError(kind, `embeddings: ${message}`, { cause }),
+    )
     const invalid = (what: string): EmbeddingError => new EmbeddingError('invalid_response', `embeddings: ${where} answered with ${what}`)
     const parsed = jsonObjectOf(body, invalid)
     const data = parsed.data

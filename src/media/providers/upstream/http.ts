@@ -287,3 +287,30 @@ export function jsonObjectOf(body: Buffer, invalid: (what: string) => Error): Re
   if (!isRecord(parsed)) throw invalid('JSON that is not an object')
   return parsed
 }
+
+/**
+ * POSTs `json` to `url` with the upstream's key, under its retries and deadline, and returns the
+ * body. A failed call (status, timeout, reset, size cap) reaches the caller as `failure(kind,
+ * message)`, so each client keeps its own error type.
+ */
+export async function postJson(
+  http: UpstreamHttp,
+  request: { url: string; json: unknown; userAgent: string; signal: AbortSignal },
+  failure: (kind: 'timeout' | 'upstream', message: string, cause: GenerationError) => Error,
+): Promise<Buffer> {
+  try {
+    const response = await callUpstream(http, {
+      method: 'POST',
+      url: request.url,
+      json: request.json,
+      headers: { accept: 'application/json', 'user-agent': request.userAgent },
+      authorize: true,
+      signal: request.signal,
+      deadline: http.now() + http.deadlineMs,
+    })
+    return response.body
+  } catch (err) {
+    if (err instanceof GenerationError) throw failure(err.kind === 'timeout' ? 'timeout' : 'upstream', err.message, err)
+    throw err
+  }
+}
