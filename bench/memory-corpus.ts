@@ -24,18 +24,9 @@ import type { Embedder, OwnerKeys } from '../src/memory/types.ts'
 import { systemClock } from '../src/platform/clock.ts'
 import { type Db, openDb, pgErrorCode } from '../src/platform/db/index.ts'
 import { createLogger } from '../src/platform/logger.ts'
+import { seededRandom } from '../test/helpers/signals.ts'
 
 export const DIMS = 384
-
-export function mulberry32(seed: number): () => number {
-  let a = seed
-  return () => {
-    a = (a + 0x6d2b79f5) | 0
-    let x = Math.imul(a ^ (a >>> 15), 1 | a)
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 export interface Doc {
   id: string
@@ -73,7 +64,7 @@ const RANK = 12 // low-rank directions per cluster
 const TOPIC_WORDS = 8
 
 export function buildCorpus(options: CorpusOptions): Corpus {
-  const rnd = mulberry32(options.seed ?? 42)
+  const rnd = seededRandom(options.seed ?? 42)
   const K = options.clusters ?? 300
   const V = options.vocabulary ?? 20_000
   const gauss = (): number => {

@@ -7,22 +7,14 @@
 //   node bench/memory-vectors.bench.ts             (BENCH_SIZES=10000,100000 BENCH_TIME_MS=2000)
 import { Bench } from 'tinybench'
 import { exactTopK, VectorStore } from '../src/memory/search/vectors.ts'
+import { seededRandom } from '../test/helpers/signals.ts'
 
 const sizes = (process.env.BENCH_SIZES ?? '10000,100000').split(',').map(Number)
 const time = Number(process.env.BENCH_TIME_MS ?? 2000)
 const dims = 384
 const k = 10
 
-function mulberry32(seed: number): () => number {
-  let a = seed
-  return () => {
-    a = (a + 0x6d2b79f5) | 0
-    let x = Math.imul(a ^ (a >>> 15), 1 | a)
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296
-  }
-}
-const rnd = mulberry32(1)
+const rnd = seededRandom(1)
 function gauss(): number {
   let u = 0
   while (u === 0) u = rnd()

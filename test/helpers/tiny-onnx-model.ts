@@ -16,6 +16,7 @@
 // The protobuf bytes are written by the minimal encoder below (ONNX's onnx.proto field numbers).
 import { mkdirSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
+import { seededRandom } from './signals.ts'
 
 export const TINY_SPECIAL = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'] as const
 
@@ -83,7 +84,7 @@ export function buildTinyOnnxModel(dir: string, options: TinyModelOptions = {}):
   const hidden = options.hidden ?? 32
   const vocabList = [...TINY_SPECIAL, ...TINY_WORDS]
   const vocab: Record<string, number> = Object.fromEntries(vocabList.map((token, id) => [token, id]))
-  const random = mulberry32(options.seed ?? 0x5eed)
+  const random = seededRandom(options.seed ?? 0x5eed)
   const words = new Float32Array(vocabList.length * hidden)
   for (let i = 0; i < words.length; i++) words[i] = random() * 2 - 1
   words.fill(7, 0, hidden) // [PAD]: large and one-sided, so counting it would show
@@ -134,17 +135,6 @@ export function buildTinyOnnxModel(dir: string, options: TinyModelOptions = {}):
       norm = Math.sqrt(norm)
       return Float32Array.from(sum, (v) => v / norm)
     },
-  }
-}
-
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
   }
 }
 

@@ -13,20 +13,11 @@ import { termsOf } from '../../src/memory/search/text.ts'
 import { TopK } from '../../src/memory/search/top-k.ts'
 import { EXACT_BELOW, exactTopK, VectorStore } from '../../src/memory/search/vectors.ts'
 import type { BlindTerms, IndexedRecord } from '../../src/memory/types.ts'
+import { seededRandom } from '../helpers/signals.ts'
 
 const key = Buffer.alloc(32, 7)
 const blind = (text: string): BlindTerms => blindTerms(key, termsOf(text))
 const query = (text: string): string[] => blindQueryTerms(key, termsOf(text))
-
-function mulberry32(seed: number): () => number {
-  let a = seed
-  return () => {
-    a = (a + 0x6d2b79f5) | 0
-    let x = Math.imul(a ^ (a >>> 15), 1 | a)
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 function unit(v: Float32Array): Float32Array {
   let s = 0
@@ -149,7 +140,7 @@ t.test('BM25 ranks the document sharing more (and rarer) stems first', async (t)
 // ------------------------------------------------------------------ vectors
 
 t.test('the vector store is exact (int8) on small sets and honours the allowed mask', async (t) => {
-  const rnd = mulberry32(3)
+  const rnd = seededRandom(3)
   const dims = 64
   const n = 500
   const matrix = new Float32Array(n * dims)
@@ -194,7 +185,7 @@ t.test('the vector store is exact (int8) on small sets and honours the allowed m
 })
 
 t.test('recall@10 ≥ 0.95 against float brute force: 20k clustered 384-d vectors', async (t) => {
-  const rnd = mulberry32(42)
+  const rnd = seededRandom(42)
   const gauss = (): number => {
     let u = 0
     while (u === 0) u = rnd()
@@ -286,7 +277,7 @@ t.test('recall@10 ≥ 0.95 against float brute force: 20k clustered 384-d vector
 t.test('recall@10 ≥ 0.95 against float brute force: lexical-embedder vectors of a synthetic corpus', async (t) => {
   // Pseudo-words from syllables with English suffixes, grouped into 150 topics: documents of a
   // topic share stems and word forms, as notes about one subject do.
-  const rnd = mulberry32(7)
+  const rnd = seededRandom(7)
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)]!
   const consonants = [...'bcdfghjklmnprstvwz']
   const vowels = [...'aeiou']
