@@ -3,32 +3,18 @@
 //   POST /shots {url, width?, height?, full_page?} → 201 {url, width, height, full_page, bytes}
 //
 // The page is untrusted, so every request Chromium makes (the page, redirects, sub-resources)
-// goes through a private EgressProxy (controllers/local/egress-proxy.ts: the sandbox rule, checked
+// goes through a private EgressProxy (src/platform/page-shots.ts: the sandbox rule, checked
 // after resolution, connection pinned) and WebRTC may not bypass it. The target is also checked
 // up front so a private URL gets a clear 400 instead of a proxy error page. Without a Chromium
 // binary the sibling answers 503 (and call() neither charges nor counts it).
-import { constants } from 'node:fs'
-import { access } from 'node:fs/promises'
-import type { AddressInfo } from 'node:net'
 import { Type } from '@sinclair/typebox'
-import { chromium } from 'playwright-core'
-import { createEgressProxy } from '../../../../controllers/local/egress-proxy.ts'
 import { AppError } from '../../../platform/errors.ts'
 import { check, publishFile, randomId } from '../common.ts'
 import { EgressRefused, resolveTarget } from '../../../platform/egress.ts'
+import { createPageShots, DEFAULT_CHROMIUM_PATH } from '../../../platform/page-shots.ts'
 import type { SiblingContext, SiblingRoute } from './types.ts'
 
-export const DEFAULT_CHROMIUM_PATH = '/usr/bin/chromium'
-export const CHROMIUM_FLAGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--force-webrtc-ip-handling-policy=disable_non_proxied_udp',
-] as const
+export { CHROMIUM_FLAGS, chromiumAvailable, DEFAULT_CHROMIUM_PATH } from '../../../platform/page-shots.ts'
 
 export const ShotBody = Type.Object(
   {
@@ -42,55 +28,6 @@ export const ShotBody = Type.Object(
 
 export function chromiumPathOf(ctx: Pick<SiblingContext, 'screenshot'>): string {
   return ctx.screenshot.chromiumPath ?? process.env.CHROMIUM_PATH ?? DEFAULT_CHROMIUM_PATH
-}
-
-export async function chromiumAvailable(path: string): Promise<boolean> {
-  try {
-    await access(path, constants.X_OK)
-    return true
-  } catch {
-    return false
-  }
-}
-
-// Chromium processes at once, per process (they are heavy on a small machine).
-let running = 0
-const waiting: Array<() => void> = []
-async function withSlot<T>(limit: number, fn: () => Promise<T>): Promise<T> {
-  while (running >= limit) await new Promise<void>((resolve) => waiting.push(resolve))
-  running++
-  try {
-    return await fn()
-  } finally {
-    running--
-    waiting.shift()?.()
-  }
-}
-
-async function render(ctx: SiblingContext, url: string, width: number, height: number, fullPage: boolean): Promise<Buffer> {
-  const proxy = createEgressProxy({ allow: [...ctx.egressAllow], lookup: ctx.egress.lookup })
-  await proxy.listen(0)
-  const port = (proxy.address() as AddressInfo).port
-  const timeout = ctx.screenshot.timeoutMs ?? 30_000
-  try {
-    const browser = await chromium.launch({
-      executablePath: chromiumPathOf(ctx),
-      headless: true,
-      args: [...CHROMIUM_FLAGS, `--proxy-server=http://127.0.0.1:${port}`, '--proxy-bypass-list=<-loopback>'],
-      timeout,
-    })
-    try {
-      const context = await browser.newContext({ viewport: { width, height }, serviceWorkers: 'block', acceptDownloads: false })
-      const page = await context.newPage()
-      // A redirect to a refused address renders the proxy's refusal text (or fails the navigation).
-      await page.goto(url, { waitUntil: 'load', timeout })
-      return await page.screenshot({ type: 'png', fullPage, timeout })
-    } finally {
-      await browser.close()
-    }
-  } finally {
-    await proxy.close()
-  }
 }
 
 export const screenshotRoutes: SiblingRoute[] = [
@@ -115,7 +52,14 @@ export const screenshotRoutes: SiblingRoute[] = [
         throw err
       }
       const executable = chromiumPathOf(ctx)
-      if (!(await chromiumAvailable(executable))) {
+      const shots = createPageShots({
+        chromiumPath: executable,
+        egressAllow: ctx.egressAllow,
+        lookup: ctx.egress.lookup,
+        ...(ctx.screenshot.timeoutMs === undefined ? {} : { timeoutMs: ctx.screenshot.timeoutMs }),
+        maxConcurrent: ctx.screenshot.concurrency ?? 2,
+      })
+      if (!(await shots.available())) {
         throw new AppError('unavailable', `screenshot is not available: no Chromium at ${executable} (install chromium or set CHROMIUM_PATH)`)
       }
       const width = request.body.width ?? 1280
@@ -123,7 +67,7 @@ export const screenshotRoutes: SiblingRoute[] = [
       const fullPage = request.body.full_page === true
       let png: Buffer
       try {
-        png = await withSlot(ctx.screenshot.concurrency ?? 2, () => render(ctx, target.href, width, height, fullPage))
+        png = await shots.capture(target.href, { width, height, fullPage })
       } catch (err) {
         if (err instanceof AppError) throw err
         // Navigation errors (timeouts, TLS, DNS) are the page's, not the service's: a 4xx-style failure the task can read.
