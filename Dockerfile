@@ -37,10 +37,12 @@ LABEL org.opencontainers.image.title="agent-gateway" \
 
 # The media role's tools, from Debian: ffmpeg (decoding, MP3 encoding, loudness), fluidsynth and
 # the General MIDI soundfont fluid-soundfont-gm (the offline song composer, SOUNDFONT_PATH), and
-# espeak-ng (offline speech). Every role shares the one image, so they are here for all of them.
+# espeak-ng (offline speech); chromium (/usr/bin/chromium, CHROMIUM_PATH) for the screenshots of
+# the gateway's review snapshots and of scheduler-api's screenshot helper, driven by playwright-core.
+# Every role shares the one image, so they are here for all of them.
 # --no-install-recommends keeps audio servers and X out; the package lists are not kept.
 RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ffmpeg fluidsynth fluid-soundfont-gm espeak-ng \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ffmpeg fluidsynth fluid-soundfont-gm espeak-ng chromium \
  && rm -rf /var/lib/apt/lists/*
 
 # A fixed non-root uid/gid (the chart's securityContext uses 10001); files stay root-owned and
@@ -65,6 +67,6 @@ COPY controllers ./controllers
 COPY runner-image/bootstrap ./runner-image/bootstrap
 
 USER 10001:10001
-EXPOSE 4020 4021 4022 4023 4024
+EXPOSE 4020 4021 4022 4023 4024 4025
 ENTRYPOINT ["node", "bin/agent-gateway.js"]
 CMD ["serve"]

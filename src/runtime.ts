@@ -40,6 +40,7 @@ import { createMediaService, type MediaClient, type MediaService } from './media
 import { createHttpMediaClient } from './media/client.ts'
 import { buildMediaApp } from './media/app.ts'
 import { registerMediaSales } from './gateway/media-sales.ts'
+import { openReviewsRole, type ReviewsRole } from './reviews/role.ts'
 import { ConfigError } from './platform/config.ts'
 import type { ResourceStore, RunExecutor, RunResource, TaskResource } from './scheduler/contract/index.ts'
 
@@ -254,6 +255,7 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
   // Media: in this process when the role runs here, or when the gateway runs without MEDIA_URL.
   let media: MediaService | undefined
   let mediaRefundTimer: NodeJS.Timeout | undefined
+  let reviewsRole: ReviewsRole | undefined
   if (has('media') || (has('gateway') && !config.mediaUrl)) {
     media = createMediaService({
       blobs,
@@ -284,6 +286,17 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
     mediaRefundTimer.unref()
     refundStandings.push(() => mediaRefunds.standing())
     const client: MediaClient = config.mediaUrl ? createHttpMediaClient({ url: config.mediaUrl, token: config.mediaInternalToken as string }) : (media as MediaService)
+    const reviewsService = registry.services.find((service) => service.slug === 'reviews-create')
+    const reviews = await openReviewsRole({
+      config,
+      db,
+      blobs,
+      clock: systemClock,
+      logger,
+      plans: reviewsService?.plans ?? [],
+      priceMicros: reviewsService?.meter?.unitPriceMicros ?? 0n,
+    })
+    reviewsRole = reviews
     planned.push({
       name: 'gateway',
       port: config.gatewayPort,
@@ -294,8 +307,11 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
         mailer,
         db,
         media: { client, hostedBlobs: config.mediaUrl ? undefined : blobs },
+        reviews,
       }),
     })
+    // The isolated origin of review sites: its own listener, never the gateway's origin.
+    planned.push({ name: 'reviews', port: config.reviewsPort, app: reviews.siteHost })
   }
   if (has('scheduler-api') && payments && scheduler) {
     const helperDeps = {
@@ -395,6 +411,7 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
     if (mediaRefundTimer) clearInterval(mediaRefundTimer)
     await media?.close().catch(() => {})
     await memoryRole?.stop().catch(() => {})
+    await reviewsRole?.stop().catch(() => {})
     if (elector) await elector.stop().catch(() => {})
     if (controllers) await Promise.allSettled([controllers.tasks.stop(), controllers.runs.stop()])
     await Promise.allSettled(planned.map((entry) => entry.app.close()))

@@ -3,7 +3,7 @@
 // llms.txt, the advisor and the payment guard's prices are all derived from this one table.
 import type { Meter, OperationSpec, PlanSpec, Registry, ServiceSpec } from './types.ts'
 import { CursorQuery, ProblemSchema } from './schemas/common.ts'
-import { ReviewRequest, ReviewSession } from './schemas/reviews.ts'
+import { CapabilityParams, ReviewDocument, ReviewIdParams, ReviewRequest, ReviewSession, ReviewStatus, ReviewSubmission } from './schemas/reviews.ts'
 import { SongRequest, SongResult } from './schemas/songs.ts'
 import { SPEECH_MAX_CHARACTERS, SPEECH_VOICES, SpeechRequest, SpeechResult } from './schemas/speech.ts'
 import { ClaimStarted, ClaimStartRequest, ClaimVerified, ClaimVerifyRequest, Guide, GuideQuery, GuideRequest, PlanIdParams, PlanPurchase, Registration } from './schemas/gateway.ts'
@@ -133,9 +133,45 @@ const reviews: ServiceSpec = {
       pricing: { kind: 'plan-credit' },
       schemas: {
         body: ReviewRequest,
-        response: { 200: ReviewSession, 201: ReviewSession, 401: problem, 402: problem, 403: problem },
+        response: { 200: ReviewSession, 201: ReviewSession, 400: problem, 401: problem, 402: problem, 403: problem, 409: problem, 413: problem, 422: problem },
       },
       keywords: ['review', 'annotate', 'annotation', 'feedback', 'human', 'website', 'web page', 'html', 'zip', 'bundle', 'comments', 'qa', 'design review'],
+    },
+    {
+      operationId: 'getReviewSession',
+      service: 'reviews-create',
+      server: 'gateway',
+      method: 'GET',
+      path: '/api/v1/annotate/reviews/{reviewId}',
+      summary: 'Read a review session: its status, callback delivery and the submitted review',
+      description:
+        'Free with the access token that created the session (Authorization: Bearer <accessToken>); another agent gets 404. ' +
+        'Returns {reviewId, status (open | submitted), createdAt, source, shareUrl, bundleUrl?, callback (url, secret, state waiting | pending | delivered | failed, webhookId, attempts[]) or null, review (the submitted review JSON) or null}. ' +
+        'Poll it when you cannot receive callbacks: the review appears here the moment the human submits.',
+      tags: ['reviews'],
+      access: 'payg',
+      proof: 'agent-bearer',
+      pricing: { kind: 'free' },
+      schemas: { params: ReviewIdParams, response: { 200: ReviewStatus, 401: problem, 404: problem } },
+      keywords: ['review status', 'poll', 'submitted review', 'annotations', 'callback delivery'],
+    },
+    {
+      operationId: 'submitReview',
+      service: 'reviews-create',
+      server: 'gateway',
+      method: 'POST',
+      path: '/reviews/{capability}/submission',
+      summary: "The reviewer page's submission of the human's review (once per session)",
+      description:
+        'Called by the reviewer page at shareUrl; the capability in the path is the only credential. Accepts {comment, pins[], console[]} once: ' +
+        'the review is stored, returned, POSTed to the callbackUrl (Standard Webhooks signature) and shown by GET /api/v1/annotate/reviews/{reviewId}. ' +
+        'A second submission answers 409 review_submitted.',
+      tags: ['reviews'],
+      access: 'payg',
+      proof: 'none',
+      pricing: { kind: 'free' },
+      schemas: { params: CapabilityParams, body: ReviewSubmission, response: { 200: ReviewDocument, 404: problem, 409: problem } },
+      keywords: ['submit review', 'reviewer'],
     },
   ],
 }

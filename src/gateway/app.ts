@@ -1,6 +1,7 @@
 // The {base_url} application: discovery surface, registration and claims, plan purchase, the
-// advisor, songs and speech (sold here, made by the media role), the hosted audio when the media
-// role shares this process, and the dev-only faucet and outbox of the embedded default.
+// advisor, songs and speech (sold here, made by the media role), review sessions and their reviewer
+// page, the hosted audio when the media role shares this process, and the dev-only faucet and
+// outbox of the embedded default.
 import type { FastifyInstance } from 'fastify'
 import { createServiceApp, type ServiceAppDeps } from '../catalog/service-app.ts'
 import { guideHandlers, type AccessWrapper, type OperationHandler } from '../catalog/routes.ts'
@@ -14,6 +15,9 @@ import { checkSongRequest, type SongShape } from '../media/request-rules.ts'
 import type { MediaClient } from '../media/service.ts'
 import { gatewayHandlers, registerDevRoutes } from './handlers.ts'
 import { mediaHandlers } from './media-handlers.ts'
+import { REVIEW_OPERATIONS, registerReviewerPages, reviewHandlers } from '../reviews/app.ts'
+import type { ReviewService } from '../reviews/service.ts'
+import type { ReviewerAssets, ReviewOrigins } from '../reviews/types.ts'
 
 /** Operations this role answers today; the rest of the gateway's registry answers 501. */
 export const GATEWAY_OPERATIONS = [
@@ -26,6 +30,7 @@ export const GATEWAY_OPERATIONS = [
   'purchasePlan',
   'generateSongs',
   'synthesizeSpeech',
+  ...REVIEW_OPERATIONS,
 ] as const
 
 export interface GatewayDeps extends ServiceAppDeps {
@@ -37,14 +42,27 @@ export interface GatewayDeps extends ServiceAppDeps {
     /** Set when the media role runs in this process: its hosted audio is served here too. */
     hostedBlobs?: BlobStore | undefined
   }
+  /** Unset in tests of other operations: the review operations then answer 501. */
+  reviews?: { service: ReviewService; assets: ReviewerAssets; origins: ReviewOrigins } | undefined
 }
 
 export function buildGatewayApp(deps: GatewayDeps): FastifyInstance {
   const meterPrice = (slug: string) => deps.catalog.registry.services.find((service) => service.slug === slug)?.meter?.unitPriceMicros ?? 0n
-  const handlers: Record<(typeof GATEWAY_OPERATIONS)[number], OperationHandler> = {
+  const handlers: Partial<Record<(typeof GATEWAY_OPERATIONS)[number], OperationHandler>> = {
     ...guideHandlers(deps.catalog),
     ...gatewayHandlers({ catalog: deps.catalog, payments: deps.payments, mailer: deps.mailer }),
     ...mediaHandlers({ db: deps.db, media: deps.media.client, prices: { song: meterPrice('songmodel-3-pro'), speech: meterPrice('speechmodel-3.1-flash-tts') } }),
+  }
+  if (deps.reviews) {
+    Object.assign(
+      handlers,
+      reviewHandlers({
+        service: deps.reviews.service,
+        payments: deps.payments,
+        gatewayUrl: deps.catalog.urls.gateway,
+        plans: deps.catalog.registry.services.find((service) => service.slug === 'reviews-create')?.plans ?? [],
+      }),
+    )
   }
   // Checked before the access rule, so nobody meets a 402 for work that would be refused after
   // payment: the rules a body's schema cannot state (400 naming the field), and the media tools
@@ -62,6 +80,8 @@ export function buildGatewayApp(deps: GatewayDeps): FastifyInstance {
     synthesizeSpeech: () => ready('speech'),
   }
   const wrap: AccessWrapper = (entry, handler) => {
+    // Its plan debit is written with the session it pays for (src/reviews/app.ts).
+    if (entry.spec.operationId === 'createReviewSession') return handler
     const paid = deps.payments.access.wrap(entry, handler)
     const precheck = prechecks[entry.spec.operationId]
     if (precheck === undefined) return paid
@@ -72,6 +92,7 @@ export function buildGatewayApp(deps: GatewayDeps): FastifyInstance {
   }
   const app = createServiceApp('gateway', deps, handlers, wrap)
   if (deps.media.hostedBlobs) registerAudioHosting(app, { blobs: deps.media.hostedBlobs })
+  if (deps.reviews) registerReviewerPages(app, deps.reviews)
   registerDevRoutes(app, { payments: deps.payments, mailer: deps.mailer })
   return app
 }

@@ -69,7 +69,7 @@ export function registrationRecipe(gatewayUrl: string): Record<string, unknown> 
   }
 }
 
-function planOffer(plan: PlanSpec, gatewayUrl: string): Record<string, unknown> {
+export function planOffer(plan: PlanSpec, gatewayUrl: string): Record<string, unknown> {
   return {
     id: plan.id,
     kind: plan.kind,

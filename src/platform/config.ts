@@ -117,6 +117,19 @@ export interface Config {
   memoryDreamCron: string
   /** Bytes of decrypted recall indexes kept per process (least recently used owners are dropped). */
   memoryCacheBytes: number
+  /** Port of the isolated origin that hosts review sites and proxies live pages. */
+  reviewsPort: number
+  /** Origin template of review sites; `{site}` is each review's own first host label. */
+  publicReviewsUrl: string
+  /** REVIEWS_SECRET_KEY: active secret first, older ones after it; unset = generated once and kept in the database. */
+  reviewsSecretKeys: string[] | undefined
+  /** `host:port` pairs review pages and callbacks may reach although private (tests, an operator's internal site). */
+  reviewsEgressAllow: string[]
+  /** Callback retries after the first attempt, and the base delay that doubles (with jitter) per retry. */
+  reviewsCallbackRetryLimit: number
+  reviewsCallbackRetryDelaySec: number
+  /** Chromium of screenshots (review snapshots, the screenshot helper). */
+  chromiumPath: string
 }
 
 export class ConfigError extends Error {
@@ -257,6 +270,25 @@ export const configVariables: readonly Variable[] = [
   { name: 'MEMORY_DREAM_MODEL_SIZE', default: 'small', doc: 'Price tier of the dreaming model: small (0.10/0.40 USD per M tokens in/out) or large (0.30/2.50).' },
   { name: 'MEMORY_DREAM_CRON', default: '*/15 * * * *', doc: 'When the dreaming sweep runs (one sweep per slot across replicas).' },
   { name: 'MEMORY_CACHE_MB', default: '512', doc: 'Decrypted recall indexes kept in memory per process, in MiB (least recently used owners are dropped).' },
+  { name: 'REVIEWS_PORT', default: '4025', doc: 'Port of the isolated origin that hosts review sites and proxies live pages (never the gateway origin).' },
+  {
+    name: 'PUBLIC_REVIEWS_URL',
+    default: 'http://{site}.localhost:REVIEWS_PORT',
+    doc: 'Origin of review sites; {site} (the first host label) becomes each review’s own label, so every site has its own origin. Cluster: https://{site}.reviews.example.com behind a wildcard DNS name and certificate.',
+  },
+  {
+    name: 'REVIEWS_SECRET_KEY',
+    default: '(generated, kept in the database)',
+    doc: 'Secret (≥ 32 bytes) deriving reviewer capabilities and callback signing secrets; new,old (comma-separated) during a rotation. Share it across replicas.',
+  },
+  {
+    name: 'REVIEWS_EGRESS_ALLOW',
+    default: '(unset)',
+    doc: 'Comma-separated host:port pairs live pages and callbacks may reach although private (tests; an internal site of yours).',
+  },
+  { name: 'REVIEWS_CALLBACK_RETRY_LIMIT', default: '15', doc: 'Callback retries after the first attempt (with the default delay: 16 attempts over 27 to 55 hours).' },
+  { name: 'REVIEWS_CALLBACK_RETRY_DELAY_SEC', default: '3', doc: 'Base delay of callback retries, doubled per retry with jitter.' },
+  { name: 'CHROMIUM_PATH', default: '/usr/bin/chromium', doc: 'Chromium binary of screenshots (review snapshots, the screenshot helper).' },
 ]
 
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
@@ -458,6 +490,41 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     pipIndexUrl: readUrl(env, 'PIP_INDEX_URL', http),
     ...readMedia(env, cwd),
     ...readMemory(env, cwd),
+    ...readReviews(env),
+  }
+}
+
+/** The review sessions' settings: the isolated origin, the secret, callbacks. */
+function readReviews(env: Env) {
+  const reviewsPort = readPort(env, 'REVIEWS_PORT', 4025)
+  const template = env.PUBLIC_REVIEWS_URL || `http://{site}.localhost:${reviewsPort}`
+  let parsed: URL
+  try {
+    parsed = new URL(template.replace('{site}', 'site-label'))
+  } catch {
+    throw new ConfigError('PUBLIC_REVIEWS_URL', 'must be an absolute URL with {site} as its first host label')
+  }
+  if (!/^https?:\/\/\{site\}\.[^/]+\/?$/.test(template) || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')) {
+    throw new ConfigError('PUBLIC_REVIEWS_URL', `must be http(s)://{site}.<host>[:port] with {site} as its first host label and no path, got "${template}"`)
+  }
+  const secrets = env.REVIEWS_SECRET_KEY ? env.REVIEWS_SECRET_KEY.split(',').map((secret) => secret.trim()) : undefined
+  if (secrets?.some((secret) => Buffer.byteLength(secret) < 32))
+    throw new ConfigError('REVIEWS_SECRET_KEY', 'must be one or more comma-separated secrets of at least 32 bytes each')
+  const allow = (env.REVIEWS_EGRESS_ALLOW ?? '')
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '')
+  for (const entry of allow) {
+    if (!/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/.test(entry)) throw new ConfigError('REVIEWS_EGRESS_ALLOW', `entries must be host:port, got "${entry}"`)
+  }
+  return {
+    reviewsPort,
+    publicReviewsUrl: stripSlash(template),
+    reviewsSecretKeys: secrets,
+    reviewsEgressAllow: allow,
+    reviewsCallbackRetryLimit: readBoundedInt(env, 'REVIEWS_CALLBACK_RETRY_LIMIT', 15, 0, 30),
+    reviewsCallbackRetryDelaySec: readBoundedInt(env, 'REVIEWS_CALLBACK_RETRY_DELAY_SEC', 3, 1, 3600),
+    chromiumPath: env.CHROMIUM_PATH || '/usr/bin/chromium',
   }
 }
 

@@ -51,6 +51,13 @@ export const errorCatalogue = {
   embedding_failed: { status: 502, title: 'Embedding upstream failed' },
   embedding_timeout: { status: 504, title: 'Embedding upstream timed out' },
   insufficient_deposit: { status: 402, title: 'Deposit balance below the cost of this write' },
+  // reviews (annotation review sessions); see docs/reviews.md
+  url_not_allowed: { status: 400, title: 'URL not allowed' },
+  zip_rejected: { status: 400, title: 'Zip bundle refused' },
+  zip_too_large: { status: 413, title: 'Zip bundle too large' },
+  url_unreachable: { status: 422, title: 'Live page could not be loaded' },
+  review_not_found: { status: 404, title: 'Review session not found' },
+  review_submitted: { status: 409, title: 'Review already submitted' },
   // scheduler (SPEC "Errors / Scheduler"); statuses are ours where SPEC says "not shown", see docs/errors.md
   API_KEY_INVALID: { status: 401, title: 'API key invalid' },
   API_KEY_NOT_FOUND: { status: 404, title: 'API key not found' },

@@ -231,15 +231,16 @@ t.test('bad input gets problem+json 4xx, never 5xx', async (t) => {
 })
 
 t.test('operations not built yet answer 501 and the catalog marks them', async (t) => {
+  // Reviews were the last plan operation built: without a bearer they answer 401, never 501.
   const review = { url: 'https://example.com/', callbackUrl: 'https://example.com/callback', entryFile: 'index.html' }
   const body = await expectProblem(
     t,
     await fetch(`${cli.gateway}/api/v1/annotate/reviews`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(review) }),
-    501,
+    401,
   )
-  t.equal(body.code, 'not_implemented', 'a plan operation not built: 501 before any 401/403')
+  t.equal(body.code, 'bearer_required', 'a built plan operation asks for the bearer')
   const doc = (await (await fetch(`${cli.gateway}/openapi.json?path=/api/v1/annotate/reviews`)).json()) as OpenapiDoc
-  t.equal(doc.paths['/api/v1/annotate/reviews']?.post?.['x-implemented'], false)
+  t.equal(doc.paths['/api/v1/annotate/reviews']?.post?.['x-implemented'], true)
   // Nothing that is not built is sold: an unbuilt paid operation answers 501 before any payment,
   // with no 402 challenge to pay.
   const { built, services } = await manifest()

@@ -62,10 +62,19 @@ interface Launched {
 
 async function launch(): Promise<Launched> {
   const port = await freePort()
+  const reviewsPort = await freePort()
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'agw-launcher-'))
   const launcher = spawn(node as string, [path.join(repoRoot, 'bin/agent-gateway.js'), 'gateway'], {
     cwd: repoRoot,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', GATEWAY_PORT: String(port), DATA_DIR: dataDir, LOG_LEVEL: 'warn', SHUTDOWN_GRACE_MS: String(GRACE_MS) },
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '/tmp',
+      GATEWAY_PORT: String(port),
+      REVIEWS_PORT: String(reviewsPort),
+      DATA_DIR: dataDir,
+      LOG_LEVEL: 'warn',
+      SHUTDOWN_GRACE_MS: String(GRACE_MS),
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   let output = ''

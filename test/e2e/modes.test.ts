@@ -51,7 +51,7 @@ t.test('one process per embedded data directory; the lock of a crashed owner is 
   t.teardown(() => first.stop('SIGKILL'))
   const second = spawnSync(process.execPath, [path.join(repoRoot, 'bin/agent-gateway.js'), 'serve'], {
     cwd: repoRoot,
-    env: { PATH: process.env.PATH ?? '', DATA_DIR: dataDir, GATEWAY_PORT: '0', SCHEDULER_PORT: '0', MEMORY_PORT: '0' },
+    env: { PATH: process.env.PATH ?? '', DATA_DIR: dataDir, GATEWAY_PORT: '0', SCHEDULER_PORT: '0', MEMORY_PORT: '0', REVIEWS_PORT: '0' },
     encoding: 'utf8',
   })
   t.equal(second.status, 1, 'a second process on the same DATA_DIR refuses to start')

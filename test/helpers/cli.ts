@@ -25,6 +25,8 @@ export interface CliProcess {
   gateway: string
   scheduler: string
   memory: string
+  /** The isolated origin of review sites (sites are at http://<label>.localhost:<port>). */
+  reviews: string
   env: Record<string, string>
   output(): string
   /** Sends SIGTERM and resolves with the exit code. */
@@ -32,7 +34,7 @@ export interface CliProcess {
 }
 
 export async function startCli(options: { args?: string[]; env?: Record<string, string>; dataDir?: string; readyTimeoutMs?: number } = {}): Promise<CliProcess> {
-  const [gatewayPort, schedulerPort, memoryPort] = [await freePort(), await freePort(), await freePort()]
+  const [gatewayPort, schedulerPort, memoryPort, reviewsPort] = [await freePort(), await freePort(), await freePort(), await freePort()]
   const dataDir = options.dataDir ?? mkdtempSync(path.join(os.tmpdir(), 'agw-e2e-'))
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '',
@@ -40,6 +42,7 @@ export async function startCli(options: { args?: string[]; env?: Record<string, 
     GATEWAY_PORT: String(gatewayPort),
     SCHEDULER_PORT: String(schedulerPort),
     MEMORY_PORT: String(memoryPort),
+    REVIEWS_PORT: String(reviewsPort),
     DATA_DIR: dataDir,
     LOG_LEVEL: 'warn',
     ...options.env,
@@ -72,6 +75,7 @@ export async function startCli(options: { args?: string[]; env?: Record<string, 
     gateway: `http://127.0.0.1:${gatewayPort}`,
     scheduler: `http://127.0.0.1:${schedulerPort}`,
     memory: `http://127.0.0.1:${memoryPort}`,
+    reviews: `http://127.0.0.1:${reviewsPort}`,
     env,
     output: () => output,
     async stop(signal = 'SIGTERM') {

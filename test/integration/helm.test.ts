@@ -9,7 +9,9 @@
 // memory role's key ring Secret (mounted in its pods only, generated once and kept: the generated
 // ring is loaded by the service's own parser, and its lifecycle is driven through install, upgrade
 // and uninstall against test/helpers/fake-kube-apiserver.ts) and its embeddings and dreaming
-// settings, and values.schema.json rejecting bad values. No cluster is involved.
+// settings, the review sites' isolated origin (the gateway pods' second port, its Service, the
+// wildcard Ingress rule, PUBLIC_REVIEWS_URL), and values.schema.json rejecting bad values. No
+// cluster is involved.
 import t, { type Test } from 'tap'
 import { execFile } from 'node:child_process'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
@@ -21,7 +23,8 @@ import * as kube from '@kubernetes/client-node'
 import { helmPath, kubectlPath } from '../helpers/kube-tools.ts'
 import { startFakeKubeApiServer } from '../helpers/fake-kube-apiserver.ts'
 import { fileKeyRing, KEK_ID_RE } from '../../src/memory/crypto/keyring.ts'
-import { configVariables } from '../../src/platform/config.ts'
+import { configVariables, loadConfig } from '../../src/platform/config.ts'
+import { newSiteLabel, reviewOrigins } from '../../src/reviews/origins.ts'
 import { buildRunJob, loadJobTemplate } from '../../controllers/kubernetes/index.ts'
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..')
@@ -31,6 +34,10 @@ const RELEASE = 'agw'
 const NAMESPACE = 'agents'
 const ROLES = ['gateway', 'scheduler-api', 'controller', 'media', 'memory'] as const
 const ROLE_PORTS: Record<string, number> = { gateway: 4020, 'scheduler-api': 4021, memory: 4022, media: 4023, controller: 4024 }
+/** The gateway pods' second listener: the isolated origin of review sites (REVIEWS_PORT). */
+const REVIEWS_PORT = 4025
+/** The roles that keep blobs (BLOB_STORE, S3_*, the shared claim): the gateway keeps review sites. */
+const BLOB_ROLES = ['gateway', 'scheduler-api', 'controller', 'media']
 
 // ------------------------------------------------------------------------------------------ helm
 
@@ -217,6 +224,15 @@ t.test('values.schema.json rejects bad values, naming them', async (t) => {
     { set: ['--set', 'memory.cacheMb=0'], message: /\/memory\/cacheMb/ },
     { set: ['--set', 'memory.upstreamTimeoutMs=0'], message: /\/memory\/upstreamTimeoutMs/ },
     { set: ['--set', 'memory.embedding.url=https://e.example'], message: /additional properties 'embedding' not allowed/ },
+    { set: ['--set', 'reviews.publicUrl=https://reviews.example.com'], message: /\/reviews\/publicUrl/ },
+    { set: ['--set', 'reviews.publicUrl=https://{site}.reviews.example.com/path'], message: /\/reviews\/publicUrl/ },
+    { set: ['--set', 'reviews.secretKey.existingSecret=Reviews_Key'], message: /\/reviews\/secretKey\/existingSecret/ },
+    { set: ['--set', 'reviews.secretKey.key='], message: /\/reviews\/secretKey\/key/ },
+    { set: ['--set', 'reviews.egressAllow[0]=intranet.internal'], message: /\/reviews\/egressAllow\/0/ },
+    { set: ['--set', 'reviews.callbackRetry.limit=31'], message: /\/reviews\/callbackRetry\/limit/ },
+    { set: ['--set', 'reviews.callbackRetry.delaySeconds=0'], message: /\/reviews\/callbackRetry\/delaySeconds/ },
+    { set: ['--set', 'reviews.service.type=Headless'], message: /\/reviews\/service\/type/ },
+    { set: ['--set', 'ingress.hosts.reviews=*.Reviews.Example.com'], message: /\/ingress\/hosts\/reviews/ },
   ]
   for (const { set, message } of cases) {
     const template = await helm(['template', RELEASE, CHART, ...set])
@@ -299,6 +315,16 @@ for (const [label, manifests] of [
       // Probes and metrics on the role's port.
       const port = container.ports.find((p: any) => p.name === 'http')
       t.equal(port?.containerPort, ROLE_PORTS[role], `${role}: listens on ${ROLE_PORTS[role]}`)
+      t.same(
+        container.ports.map((p: any) => [p.name, p.containerPort, p.protocol]),
+        role === 'gateway'
+          ? [
+              ['http', 4020, 'TCP'],
+              ['reviews', REVIEWS_PORT, 'TCP'],
+            ]
+          : [['http', ROLE_PORTS[role], 'TCP']],
+        `${role}: ${role === 'gateway' ? 'also the review sites on 4025' : 'one port'}`,
+      )
       t.same(container.livenessProbe.httpGet, { path: '/healthz', port: 'http' }, `${role}: liveness /healthz`)
       t.same(container.readinessProbe.httpGet, { path: '/readyz', port: 'http' }, `${role}: readiness /readyz`)
       const annotations = deployment.spec.template.metadata.annotations
@@ -306,6 +332,9 @@ for (const [label, manifests] of [
 
       // Writable paths are emptyDirs; the root filesystem is read-only.
       const env = envOf(container)
+      // The review sites' listener, its public template and callbacks: the gateway's only.
+      for (const name of [...env.keys()].filter((n) => n.startsWith('REVIEWS_') || n === 'PUBLIC_REVIEWS_URL')) t.equal(role, 'gateway', `${name} only on the gateway`)
+      if (role === 'gateway') t.equal(env.get('REVIEWS_PORT')?.value, String(REVIEWS_PORT), 'REVIEWS_PORT is the reviews container port')
       const mounts = new Map(container.volumeMounts.map((m: any) => [m.mountPath, m.name]))
       const volumes = new Map(pod.volumes.map((v: any) => [v.name, v]))
       for (const dir of ['/tmp', env.get('DATA_DIR')?.value]) {
@@ -515,8 +544,13 @@ for (const [label, manifests] of [
       t.equal(fromRuns, role === 'scheduler-api', `${role}: ingress from run pods ${role === 'scheduler-api' ? 'allowed' : 'refused'}`)
       t.same(
         own.spec.ingress.flatMap((r: any) => r.ports),
-        [{ protocol: 'TCP', port: ROLE_PORTS[role] }],
-        `${role}: only its own port`,
+        role === 'gateway'
+          ? [
+              { protocol: 'TCP', port: 4020 },
+              { protocol: 'TCP', port: REVIEWS_PORT },
+            ]
+          : [{ protocol: 'TCP', port: ROLE_PORTS[role] }],
+        `${role}: only its own port${role === 'gateway' ? 's (4020, and 4025 for review sites)' : ''}`,
       )
       const fromIngressController = own.spec.ingress.some((r: any) =>
         r.from.some((p: any) => p.namespaceSelector?.matchLabels?.['kubernetes.io/metadata.name'] === 'ingress-nginx'),
@@ -527,6 +561,13 @@ for (const [label, manifests] of [
       // upstreams, the others the chain, SMTP and the data stores.
       t.same(own.spec.policyTypes, ['Ingress'], `${role}: egress not restricted`)
     }
+    // Review sites (4025): the ingress controller only, as on 4020; not Prometheus, not the release's pods.
+    const reviewsRules = find(manifests, 'NetworkPolicy', `${RELEASE}-gateway`).spec.ingress.filter((r: any) => r.ports.some((p: any) => p.port === REVIEWS_PORT))
+    t.same(
+      reviewsRules.map((r: any) => [r.from, r.ports]),
+      [[[{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } }, podSelector: { matchLabels: {} } }], [{ protocol: 'TCP', port: REVIEWS_PORT }]]],
+      'gateway: the ingress controller reaches the review sites on 4025',
+    )
     const media = find(manifests, 'NetworkPolicy', `${RELEASE}-media`)
     const gatewayLabels = find(manifests, 'Deployment', `${RELEASE}-gateway`).spec.template.metadata.labels
     t.ok(
@@ -559,6 +600,21 @@ for (const [label, manifests] of [
       t.same(service.spec.ports, [{ name: 'http', port, targetPort: 'http', protocol: 'TCP' }])
       t.equal(service.spec.type, 'ClusterIP')
     }
+    // The review sites' Service: the gateway pods' reviews port.
+    const reviews = find(manifests, 'Service', `${RELEASE}-reviews`)
+    t.same(
+      pods.filter((p) => selects(reviews.spec.selector, p.labels)).map((p) => p.role),
+      ['gateway'],
+      'Service reviews selects the gateway pods only',
+    )
+    t.same(reviews.spec.ports, [{ name: 'http', port: REVIEWS_PORT, targetPort: 'reviews', protocol: 'TCP' }])
+    t.equal(reviews.spec.type, 'ClusterIP')
+    t.equal(
+      pods.find((p) => p.role === 'gateway')?.container.ports.find((p: any) => p.name === 'reviews')?.containerPort,
+      REVIEWS_PORT,
+      'its targetPort names the gateway container port 4025',
+    )
+    t.equal(reviews.metadata.labels?.['app.kubernetes.io/component'], 'reviews', 'labelled reviews, so the ServiceMonitor (role Services) leaves it out')
     for (const role of ROLES) {
       const pdb = find(manifests, 'PodDisruptionBudget', `${RELEASE}-${role}`)
       t.same(
@@ -587,7 +643,7 @@ for (const [label, manifests] of [
       Object.keys(services)
         .map((s) => `${RELEASE}-${s}`)
         .sort(),
-      'every role Service is scraped, not the data stores',
+      'every role Service is scraped, not the data stores nor the review sites',
     )
     t.same(
       monitor?.spec.endpoints.map((e: any) => [e.port, e.path]),
@@ -611,10 +667,14 @@ t.test('everything enabled: ingress, in-cluster data stores, secrets and the mig
       ],
       ['scheduler.example.com', [['/', 'Prefix', `${RELEASE}-scheduler`, 'http']]],
       ['memory.example.com', [['/', 'Prefix', `${RELEASE}-memory`, 'http']]],
+      ['*.reviews.example.com', [['/', 'Prefix', `${RELEASE}-reviews`, 'http']]],
     ],
-    'the gateway host routes /media (hosted audio) to the media Service',
+    'the gateway host routes /media (hosted audio) to the media Service; the wildcard host, review sites',
   )
-  t.same(ingress.spec.tls, [{ secretName: 'agent-gateway-tls', hosts: ['agents.example.com', 'scheduler.example.com', 'memory.example.com'] }])
+  t.same(ingress.spec.tls, [
+    { secretName: 'agent-gateway-tls', hosts: ['agents.example.com', 'scheduler.example.com', 'memory.example.com'] },
+    { secretName: 'agent-gateway-reviews-tls', hosts: ['*.reviews.example.com'] },
+  ])
   const gatewayEnv = envOf(find(allEnabled, 'Deployment', `${RELEASE}-gateway`).spec.template.spec.containers[0])
   t.equal(gatewayEnv.get('PUBLIC_BASE_URL')?.value, 'https://agents.example.com', 'public URLs follow the TLS ingress hosts')
   t.equal(gatewayEnv.get('PUBLIC_SCHEDULER_URL')?.value, 'https://scheduler.example.com')
@@ -654,7 +714,19 @@ t.test('everything enabled: ingress, in-cluster data stores, secrets and the mig
     S3_ACCESS_KEY_ID: false,
     S3_SECRET_ACCESS_KEY: false,
   })
-  t.same(secretRefs('gateway'), { SETTLER_PRIVATE_KEY: false, MPP_SECRET_KEY: false, SMTP_URL: true, MEDIA_INTERNAL_TOKEN: undefined }, 'the gateway: no S3 and no upstream keys')
+  t.same(
+    secretRefs('gateway'),
+    {
+      SETTLER_PRIVATE_KEY: false,
+      MPP_SECRET_KEY: false,
+      SMTP_URL: true,
+      S3_ACCESS_KEY_ID: false,
+      S3_SECRET_ACCESS_KEY: false,
+      MEDIA_INTERNAL_TOKEN: undefined,
+      REVIEWS_SECRET_KEY: undefined,
+    },
+    'the gateway: S3 (review sites) and its reviews secret, no upstream keys',
+  )
   // memory: its upstream keys from memory.{embeddings,dreaming}.apiKeySecret, never optional once named.
   t.same(secretRefs('memory'), { SETTLER_PRIVATE_KEY: false, MPP_SECRET_KEY: false, SMTP_URL: true, MEMORY_EMBEDDINGS_API_KEY: undefined, MEMORY_DREAM_API_KEY: undefined })
 
@@ -758,7 +830,7 @@ t.test('everything enabled: S3 for the roles that keep blobs, upstreams and a to
   }
   for (const role of ROLES) {
     const env = envOf(containerOf(allEnabled, role))
-    const keepsBlobs = role === 'scheduler-api' || role === 'controller' || role === 'media'
+    const keepsBlobs = BLOB_ROLES.includes(role)
     const rendered = Object.fromEntries(Object.keys(s3).map((name) => [name, env.get(name)?.value]))
     t.same(rendered, keepsBlobs ? s3 : Object.fromEntries(Object.keys(s3).map((name) => [name, undefined])), `${role}: S3 settings ${keepsBlobs ? 'rendered' : 'absent'}`)
     t.equal(env.get('PUBLIC_MEDIA_URL')?.value, 'https://agents.example.com', `${role}: audio hosted under the gateway's ingress host`)
@@ -783,12 +855,12 @@ t.test('everything enabled: S3 for the roles that keep blobs, upstreams and a to
   t.same(containerOf(allEnabled, 'media').resources, { requests: { cpu: '1', memory: '1Gi' }, limits: { memory: '2Gi' } })
 })
 
-t.test('a local blob store: the ReadWriteMany claim is shared by scheduler-api, controller and media', async (t) => {
+t.test('a local blob store: the ReadWriteMany claim is shared by the gateway, scheduler-api, controller and media', async (t) => {
   const manifests = await render(['--set', 'blobStore.existingClaim=agent-gateway-blobs', '--set', 'media.replicas=3'])
   for (const role of ROLES) {
     const pod = find(manifests, 'Deployment', `${RELEASE}-${role}`).spec.template.spec
     const claim = pod.volumes.find((v: any) => v.persistentVolumeClaim)
-    const keepsBlobs = role === 'scheduler-api' || role === 'controller' || role === 'media'
+    const keepsBlobs = BLOB_ROLES.includes(role)
     t.equal(claim?.persistentVolumeClaim?.claimName, keepsBlobs ? 'agent-gateway-blobs' : undefined, `${role}: blob store claim`)
     if (keepsBlobs) {
       const mount = pod.containers[0].volumeMounts.find((m: any) => m.name === claim.name)
@@ -1048,6 +1120,149 @@ t.test('the generated key ring survives upgrades and uninstall (helm against the
   t.match(result.stderr, /agw-memory-keys exists but has no key memory-keys\.json/)
 })
 
+// ------------------------------------------------------------------------------------------ review sites
+
+/** A container's literal public URLs and REVIEWS_* settings, for the service's config parser (the rest needs Secrets). */
+function reviewsEnv(container: any): Record<string, string> {
+  return Object.fromEntries(
+    [...envOf(container)].filter(([name, e]) => /^(PUBLIC_|REVIEWS_)/.test(name) && typeof e.value === 'string').map(([name, e]) => [name, e.value as string]),
+  )
+}
+
+/** Does an Ingress host (exact, or a `*.suffix` wildcard matching exactly one label) cover `hostname`? */
+function hostCovers(host: string, hostname: string): boolean {
+  if (!host.startsWith('*.')) return host === hostname
+  const suffix = host.slice(1)
+  return hostname.endsWith(suffix) && !hostname.slice(0, -suffix.length).includes('.') && hostname.length > suffix.length
+}
+
+const REVIEWS_INGRESS = ['--set', 'ingress.enabled=true', '--set', 'ingress.hosts.gateway=gw.example.com', '--set', 'ingress.hosts.reviews=*.reviews.example.com']
+const REVIEWS_TLS = [
+  '--set',
+  'ingress.tls[0].secretName=gw-tls',
+  '--set',
+  'ingress.tls[0].hosts[0]=gw.example.com',
+  '--set',
+  'ingress.tls[1].secretName=reviews-tls',
+  '--set',
+  'ingress.tls[1].hosts[0]=*.reviews.example.com',
+]
+
+t.test("review sites: the wildcard ingress host, the reviews Service and the gateway pods' port 4025", async (t) => {
+  const set = [...REVIEWS_INGRESS, ...REVIEWS_TLS, '--set', 'reviews.secretKey.existingSecret=agw-reviews']
+  const manifests = await render(set)
+  await validateAll(
+    t,
+    manifests.filter((m) => m.kind !== 'CustomResourceDefinition'),
+  )
+  const lint = await helm(['lint', '--strict', CHART, ...set])
+  t.equal(lint.code, 0, `helm lint --strict: ${lint.stdout}${lint.stderr}`)
+
+  // The Service: 4025 of the gateway pods, by the container port's name.
+  const gateway = find(manifests, 'Deployment', `${RELEASE}-gateway`)
+  const container = gateway.spec.template.spec.containers[0]
+  t.same(
+    container.ports.find((p: any) => p.name === 'reviews'),
+    { name: 'reviews', containerPort: REVIEWS_PORT, protocol: 'TCP' },
+    'the gateway container listens on 4025',
+  )
+  const service = find(manifests, 'Service', `${RELEASE}-reviews`)
+  t.ok(selects(service.spec.selector, gateway.spec.template.metadata.labels), 'the reviews Service selects the gateway pods')
+  t.same(service.spec.ports, [{ name: 'http', port: REVIEWS_PORT, targetPort: 'reviews', protocol: 'TCP' }])
+  t.same(container.readinessProbe.httpGet, { path: '/readyz', port: 'http' }, 'probes stay on the gateway port')
+
+  // The Ingress: the wildcard host, every path, to that Service; the gateway host unchanged.
+  const ingress = find(manifests, 'Ingress', RELEASE)
+  const rule = ingress.spec.rules.find((r: any) => r.host === '*.reviews.example.com')
+  t.same(
+    rule?.http.paths,
+    [{ path: '/', pathType: 'Prefix', backend: { service: { name: `${RELEASE}-reviews`, port: { name: 'http' } } } }],
+    'the wildcard host routes all paths to the reviews Service',
+  )
+  t.same(
+    ingress.spec.rules.map((r: any) => r.host),
+    ['gw.example.com', '*.reviews.example.com'],
+  )
+
+  // The environment: the origin template from the wildcard host (https: ingress.tls lists it) and
+  // the secret from the named Secret.
+  const env = envOf(container)
+  t.equal(env.get('PUBLIC_REVIEWS_URL')?.value, 'https://{site}.reviews.example.com')
+  t.equal(env.get('PUBLIC_BASE_URL')?.value, 'https://gw.example.com', 'never the gateway origin')
+  t.same(env.get('REVIEWS_SECRET_KEY')?.valueFrom, { secretKeyRef: { name: 'agw-reviews', key: 'reviews-secret-key' } }, 'REVIEWS_SECRET_KEY from the named Secret, not optional')
+  t.equal(env.get('REVIEWS_PORT')?.value, String(REVIEWS_PORT))
+  t.equal(env.get('REVIEWS_CALLBACK_RETRY_LIMIT')?.value, '15')
+  t.equal(env.get('REVIEWS_CALLBACK_RETRY_DELAY_SEC')?.value, '3')
+  t.notOk(env.has('REVIEWS_EGRESS_ALLOW'), 'nothing private let through by default')
+  t.notOk(env.has('CHROMIUM_PATH'), "the image's /usr/bin/chromium (the service default)")
+
+  // The service's own parser accepts it, and a site's origin is a host the Ingress rule covers.
+  const config = loadConfig(reviewsEnv(container), tmpdir())
+  t.equal(config.reviewsPort, REVIEWS_PORT)
+  t.equal(config.publicReviewsUrl, 'https://{site}.reviews.example.com')
+  const origins = reviewOrigins(config.publicReviewsUrl, new URL(config.publicBaseUrl).origin)
+  const site = new URL(origins.site(newSiteLabel()))
+  t.equal(site.protocol, 'https:')
+  t.ok(hostCovers('*.reviews.example.com', site.hostname), `${site.hostname} is covered by the wildcard rule and certificate`)
+  t.ok(
+    ingress.spec.tls.some((entry: any) => entry.hosts.some((h: string) => hostCovers(h, site.hostname))),
+    'and by an ingress.tls entry',
+  )
+  t.not(site.origin, new URL(config.publicBaseUrl).origin)
+  t.notOk(
+    ingress.spec.rules.some((r: any) => r.host !== '*.reviews.example.com' && hostCovers(r.host, site.hostname)),
+    'no other rule serves a site host',
+  )
+
+  // Without a TLS entry for the wildcard host the scheme is http, as for every PUBLIC_*_URL.
+  const plain = envOf(containerOf(await render(REVIEWS_INGRESS), 'gateway'))
+  t.equal(plain.get('PUBLIC_REVIEWS_URL')?.value, 'http://{site}.reviews.example.com', 'the scheme follows ingress.tls')
+  t.notOk(plain.has('REVIEWS_SECRET_KEY'), 'no Secret named: the service generates the key and keeps it in the database')
+})
+
+t.test("default values: the reviews Service exists, PUBLIC_REVIEWS_URL is unset and the key is the service's", async (t) => {
+  const env = envOf(containerOf(defaults, 'gateway'))
+  t.notOk(env.has('PUBLIC_REVIEWS_URL'), 'no ingress host, no publicUrl: unset (NOTES.txt warns)')
+  t.notOk(env.has('REVIEWS_SECRET_KEY'), 'generated once and kept in the database')
+  t.equal(env.get('REVIEWS_PORT')?.value, String(REVIEWS_PORT))
+  t.ok(find(defaults, 'Service', `${RELEASE}-reviews`))
+  // A non-wildcard host is not looked at while the ingress is off (like the other hosts).
+  const off = await render(['--set', 'ingress.hosts.reviews=reviews.example.com'])
+  t.notOk(envOf(containerOf(off, 'gateway')).has('PUBLIC_REVIEWS_URL'))
+})
+
+t.test('reviews.publicUrl wins over the ingress host; the rest of reviews.* reaches the gateway only', async (t) => {
+  const explicit = ['--set', 'reviews.publicUrl=https://{site}.usercontent.example.net']
+  for (const set of [explicit, [...explicit, ...REVIEWS_INGRESS]]) {
+    const env = envOf(containerOf(await render(set), 'gateway'))
+    t.equal(env.get('PUBLIC_REVIEWS_URL')?.value, 'https://{site}.usercontent.example.net', `publicUrl ${set.length > 2 ? 'with' : 'without'} an ingress host`)
+  }
+  const gateway = containerOf(allEnabled, 'gateway')
+  const env = envOf(gateway)
+  t.equal(env.get('PUBLIC_REVIEWS_URL')?.value, 'https://{site}.reviews.example.com', 'everything enabled: https, the wildcard host is in ingress.tls')
+  t.same(env.get('REVIEWS_SECRET_KEY')?.valueFrom?.secretKeyRef, { name: 'agent-gateway-secrets', key: 'REVIEWS_SECRET_KEY' })
+  t.equal(env.get('REVIEWS_EGRESS_ALLOW')?.value, 'intranet.internal:443,[fd00::10]:8080')
+  t.equal(env.get('REVIEWS_CALLBACK_RETRY_LIMIT')?.value, '10')
+  t.equal(env.get('REVIEWS_CALLBACK_RETRY_DELAY_SEC')?.value, '5')
+  const config = loadConfig(reviewsEnv(gateway), tmpdir())
+  t.same(config.reviewsEgressAllow, ['intranet.internal:443', '[fd00::10]:8080'], 'the service parses the list')
+  t.equal(config.reviewsCallbackRetryLimit, 10)
+  t.equal(config.reviewsCallbackRetryDelaySec, 5)
+})
+
+t.test('a reviews ingress host that is not a wildcard is refused, naming the fix', async (t) => {
+  for (const host of ['reviews.example.com', '*reviews.example.com']) {
+    const set = ['--set', 'ingress.enabled=true', '--set', 'ingress.hosts.gateway=gw.example.com', '--set', `ingress.hosts.reviews=${host}`]
+    // (helm lint only logs a template's `fail`; template and install refuse.)
+    for (const command of [['template'], ['install', '--dry-run=client']]) {
+      const result = await helm([...command, RELEASE, CHART, ...set])
+      t.not(result.code, 0, `${command[0]} refuses ingress.hosts.reviews=${host}`)
+      t.match(result.stderr, `ingress.hosts.reviews must be a wildcard host such as *.reviews.example.com, got "${host}"`)
+      t.match(result.stderr, /every review site is served at an origin of its own/)
+    }
+  }
+})
+
 t.test('the migrate Job is a pre-install/pre-upgrade hook running `agent-gateway migrate`', async (t) => {
   const migrate = find(defaults, 'Job', `${RELEASE}-migrate`)
   t.equal(migrate.metadata.annotations?.['helm.sh/hook'], 'pre-install,pre-upgrade')
@@ -1080,12 +1295,17 @@ t.test('NOTES.txt names the URLs, the qualified kubectl commands and the evaluat
   t.match(plain, `kubectl -n ${NAMESPACE} get secret ${RELEASE}-memory-keys -o yaml`, 'how to back the key ring up')
   t.match(plain, /kept across upgrades and by\s+`helm uninstall`/)
   t.match(plain, /Argo CD\) would generate a new key on every render/)
+  t.match(plain, 'reviews    (PUBLIC_REVIEWS_URL unset, see below)')
+  t.match(plain, /WARNING: PUBLIC_REVIEWS_URL is not set[\s\S]*reviewers cannot open them/)
+  t.match(plain, /uploaded review sites live in each pod's emptyDir[\s\S]*With gateway\.replicas 2, a review site uploaded through one gateway pod is missing on the others/)
   const everything = await install(['-f', ALL_ENABLED])
   t.match(everything, 'scheduler  https://scheduler.example.com')
   t.match(everything, /evaluation only/)
   t.notMatch(everything, /chainRpcUrl is empty/)
   t.match(everything, /the Secret\s+"agent-gateway-memory-keys", key ring\.json\. It must exist/)
   t.notMatch(everything, /generated by the chart/)
+  t.match(everything, `reviews    https://{site}.reviews.example.com (review sites, one origin per review: Service ${RELEASE}-reviews, port 4025)`)
+  t.notMatch(everything, /PUBLIC_REVIEWS_URL is not set/)
 })
 
 t.test('the CRDs ship with the chart', async (t) => {

@@ -114,7 +114,8 @@ function handlers(db: Db, chain: DevChain, work: WorkLog): Record<string, Operat
       const body = request.body as { url?: string }
       work.reviews += 1
       if (body.url?.includes('fail')) throw new AppError('unavailable', 'the review backend is down')
-      return { reviewId: randomUUID(), shareUrl: `https://review.gw.test/${randomUUID()}` }
+      const reviewId = randomUUID()
+      return { reviewId, shareUrl: `https://review.gw.test/${randomUUID()}`, statusUrl: `https://gw.test/api/v1/annotate/reviews/${reviewId}` }
     },
   }
 }

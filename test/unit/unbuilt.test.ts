@@ -22,8 +22,8 @@ import { createMetrics } from '../../src/platform/metrics.ts'
 const urls = { gateway: 'http://gw.test', scheduler: 'http://sched.test', memory: 'http://mem.test' }
 const payTo = '0x0000000000000000000000000000000000000001'
 
-// Today's build: the gateway's own operations, songs and speech, the scheduler and memory; reviews
-// are listed but not built. `partial` is an earlier build (no songs, no memory), for the unbuilt
+// A build without reviews: the gateway's own operations, songs and speech, the scheduler and
+// memory; reviews are listed but not built. `partial` is an earlier build (no songs, no memory), for the unbuilt
 // payg operations and the unbuilt operations of another listener.
 const GATEWAY_BUILT = ['getAgentGuide', 'postAgentGuide', 'postAgentQuote', 'registerAgent', 'startAgentClaim', 'verifyAgentClaim', 'purchasePlan']
 const operationsOf = (...services: string[]) =>

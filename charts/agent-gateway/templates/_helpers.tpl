@@ -20,9 +20,11 @@
 The roles of the one binary. key: section of values.yaml; port: the listener the role serves alone
 (probes and /metrics on every one); portEnv: the variable naming it; service: Service name suffix;
 public: reached through the ingress controller (media: its /media hosting on the gateway host).
+reviewsPort (gateway only): the second listener, the isolated origin of review sites (REVIEWS_PORT,
+container port "reviews", Service "<fullname>-reviews"); no probes or metrics there.
 */}}
 {{- define "agent-gateway.roles" -}}
-gateway:       { key: gateway,      port: 4020, portEnv: GATEWAY_PORT,    service: gateway,    public: true }
+gateway:       { key: gateway,      port: 4020, portEnv: GATEWAY_PORT,    service: gateway,    public: true, reviewsPort: 4025 }
 scheduler-api: { key: schedulerApi, port: 4021, portEnv: SCHEDULER_PORT,  service: scheduler,  public: true }
 memory:        { key: memory,       port: 4022, portEnv: MEMORY_PORT,     service: memory,     public: true }
 media:         { key: media,        port: 4023, portEnv: MEDIA_PORT,      service: media,      public: true }
@@ -111,6 +113,25 @@ gateway host to the media Service); else the media Service.
 {{- end -}}
 {{- end -}}
 
+{{/*
+PUBLIC_REVIEWS_URL: reviews.publicUrl; else, with the ingress enabled, <scheme>://{site}.<suffix>
+from the wildcard host ingress.hosts.reviews "*.<suffix>" (https when ingress.tls lists that host,
+as for the other public URLs); else "" (the variable stays unset; NOTES.txt warns). Fails when the
+ingress is given a reviews host that is not a wildcard: each review's site has a host of its own.
+*/}}
+{{- define "agent-gateway.publicReviewsUrl" -}}
+{{- $v := .Values -}}
+{{- $host := $v.ingress.hosts.reviews -}}
+{{- if and $v.ingress.enabled $host (not (hasPrefix "*." $host)) -}}
+{{- fail (printf "ingress.hosts.reviews must be a wildcard host such as *.reviews.example.com, got %q: every review site is served at an origin of its own, https://<label>.<suffix> (PUBLIC_REVIEWS_URL https://{site}.<suffix>), so the Ingress rule, the DNS name and the TLS certificate must cover *.<suffix>. Set ingress.hosts.reviews to \"*.<suffix>\", or leave it empty and set reviews.publicUrl when the reviews Service is exposed another way." $host) -}}
+{{- end -}}
+{{- if $v.reviews.publicUrl -}}
+{{- $v.reviews.publicUrl -}}
+{{- else if and $v.ingress.enabled $host -}}
+{{- printf "%s://{site}.%s" (include "agent-gateway.scheme" (dict "ctx" . "host" $host)) (trimPrefix "*." $host) -}}
+{{- end -}}
+{{- end -}}
+
 {{/* MEDIA_URL of the gateway: the media Service. */}}
 {{- define "agent-gateway.mediaInternalUrl" -}}
 {{- printf "http://%s-media.%s.svc:4023" (include "agent-gateway.fullname" .) .Release.Namespace -}}
@@ -188,12 +209,13 @@ key: {{ .Values.externalRedis.key }}
 
 {{/*
 Which variables of secrets.existingSecret each role reads (least privilege). The S3 keys go to the
-roles that keep blobs, and only with blobStore.type s3; media takes no payments, so it reads no
-chain or mail secret. MEDIA_INTERNAL_TOKEN has its own Secret (agent-gateway.mediaTokenSecret).
+roles that keep blobs (the gateway: review sites), and only with blobStore.type s3; media takes no
+payments, so it reads no chain or mail secret. MEDIA_INTERNAL_TOKEN and REVIEWS_SECRET_KEY have
+Secrets of their own (agent-gateway.mediaTokenSecret, reviews.secretKey).
 */}}
 {{- define "agent-gateway.secretEnvByRole" -}}
 {{- $s3 := ternary (list "S3_ACCESS_KEY_ID" "S3_SECRET_ACCESS_KEY") (list) (eq .Values.blobStore.type "s3") -}}
-gateway: [SETTLER_PRIVATE_KEY, MPP_SECRET_KEY, SMTP_URL]
+gateway: {{ concat (list "SETTLER_PRIVATE_KEY" "MPP_SECRET_KEY" "SMTP_URL") $s3 | toJson }}
 scheduler-api: {{ concat (list "SETTLER_PRIVATE_KEY" "MPP_SECRET_KEY" "SCHEDULER_SECRET_KEY" "LLM_API_KEY" "SMTP_URL" "MARKETPLACE_PAYER_PRIVATE_KEY") $s3 | toJson }}
 controller: {{ concat (list "SETTLER_PRIVATE_KEY" "MPP_SECRET_KEY" "SCHEDULER_SECRET_KEY" "SMTP_URL") $s3 | toJson }}
 memory: [SETTLER_PRIVATE_KEY, MPP_SECRET_KEY, SMTP_URL]
@@ -201,7 +223,7 @@ media: {{ concat (list "SONG_UPSTREAM_API_KEY" "SPEECH_UPSTREAM_API_KEY") $s3 | 
 migrate: []
 {{- end -}}
 
-{{/* BLOB_STORE and its settings, for the roles that keep blobs (scheduler-api, controller, media). */}}
+{{/* BLOB_STORE and its settings, for the roles that keep blobs (gateway, scheduler-api, controller, media). */}}
 {{- define "agent-gateway.blobEnv" -}}
 {{- $b := .Values.blobStore -}}
 - name: BLOB_DIR
@@ -297,7 +319,7 @@ The variables are the ones src/platform/config.ts reads (README "Configuration")
 - name: SCHEDULER_INTERNAL_URL
   value: {{ include "agent-gateway.schedulerInternalUrl" $ctx | quote }}
 {{- end }}
-{{- if has $role (list "scheduler-api" "controller" "media") }}
+{{- if has $role (list "gateway" "scheduler-api" "controller" "media") }}
 {{ include "agent-gateway.blobEnv" $ctx }}
 {{- end }}
 {{- if has $role (list "gateway" "media") }}
@@ -310,6 +332,29 @@ The variables are the ones src/platform/config.ts reads (README "Configuration")
 {{- if eq $role "gateway" }}
 - name: MEDIA_URL
   value: {{ include "agent-gateway.mediaInternalUrl" $ctx | quote }}
+{{- /* Review sites: the second listener, its public origin template, its secret and callbacks. */}}
+{{- $r := $v.reviews }}
+- name: REVIEWS_PORT
+  value: {{ (index (include "agent-gateway.roles" $ctx | fromYaml) "gateway").reviewsPort | int64 | quote }}
+{{- with include "agent-gateway.publicReviewsUrl" $ctx }}
+- name: PUBLIC_REVIEWS_URL
+  value: {{ . | quote }}
+{{- end }}
+{{- with $r.secretKey.existingSecret }}
+- name: REVIEWS_SECRET_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: {{ $r.secretKey.key }}
+{{- end }}
+{{- with $r.egressAllow }}
+- name: REVIEWS_EGRESS_ALLOW
+  value: {{ join "," . | quote }}
+{{- end }}
+- name: REVIEWS_CALLBACK_RETRY_LIMIT
+  value: {{ $r.callbackRetry.limit | int64 | quote }}
+- name: REVIEWS_CALLBACK_RETRY_DELAY_SEC
+  value: {{ $r.callbackRetry.delaySeconds | int64 | quote }}
 {{- end }}
 {{- if eq $role "media" }}
 {{- $m := $v.media }}
