@@ -22,7 +22,8 @@ Usage:
   agent-gateway --help | --version
 
 Roles: ${ROLES.join(', ')}
-  gateway        {base_url}: discovery, payments, plans, reviews, songs, speech (GATEWAY_PORT)
+  gateway        {base_url}: discovery, payments, plans, reviews, songs, speech (GATEWAY_PORT);
+                 review sites on their own isolated origin (REVIEWS_PORT)
   scheduler-api  {scheduler_url}: tasks, runs, ledger, accounts, webhooks (SCHEDULER_PORT)
   controller     reconciles Task/Run resources into sandboxed runs (probes on CONTROLLER_PORT alone)
   media          song/speech generation and DSP (probes on MEDIA_PORT alone)

@@ -8,7 +8,7 @@
 // features; never a cookie. Only GET and HEAD are answered (405), and a service worker script
 // request is refused (403) so a site cannot outlive its review in the browser.
 import { createHash } from 'node:crypto'
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import { parseRange } from '../media/hosting.ts'
 import { isBlobKey, type BlobStore } from '../platform/blobs.ts'
 import type { EgressPolicy } from '../platform/egress.ts'
@@ -132,7 +132,8 @@ export function buildSiteHostApp(deps: SiteHostDeps): FastifyInstance {
 
   const app = Fastify({
     loggerInstance: deps.logger.child({ listener: 'reviews' }) as FastifyBaseLogger,
-    disableRequestLogging: true,
+    // Per-request lines are left to the gateway listener; this one logs only what fails.
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: 1024,
     // Every request goes to the one route: the request target is read as sent (request.originalUrl),
     // so the router never decodes or refuses a path; a live page's odd URLs reach it unchanged.
@@ -144,6 +145,10 @@ export function buildSiteHostApp(deps: SiteHostDeps): FastifyInstance {
       sendProblem(reply, toAppError(error).toProblem())
     },
   })
+
+  // The runtime marks every listener draining before closing them; this one has no readiness
+  // endpoint (the probes are the gateway listener's), and close() answers 503 while it drains.
+  app.decorate('markDraining', () => {})
 
   app.setErrorHandler((error: unknown, request: FastifyRequest, reply: FastifyReply) => {
     const appError = toAppError(error)

@@ -111,7 +111,10 @@ function siteHtml(headTags: string): string {
 
 t.test('assets: placeholders filled, config inert, strong ETags', async (t) => {
   const site = createSiteAssets('https://gw.example:8443')
-  t.equal(site.headTags, '<script src="/__agent_gateway__/capture.js"></script><script type="module" src="/__agent_gateway__/overlay.js"></script>')
+  t.equal(
+    site.headTags,
+    '<script src="/__agent_gateway__/capture.js"></script><link rel="modulepreload" href="/__agent_gateway__/finder.js"><script type="module" src="/__agent_gateway__/overlay.js"></script>',
+  )
   const overlay = site.get('overlay.js')!.body.toString('utf8')
   t.ok(overlay.includes(`const REVIEWER_ORIGIN = "https://gw.example:8443"`), 'the reviewer origin is written into overlay.js')
   t.notOk(overlay.includes('__REVIEWER_ORIGIN__'))
@@ -165,7 +168,7 @@ t.test('reviewer page and overlay in Chromium', async (t) => {
 
   const reviewer = createServer(async (request, response) => {
     const url = new URL(request.url ?? '/', reviewerOrigin)
-    const asset = /^\/reviews\/assets\/([a-z.]+)$/.exec(url.pathname)
+    const asset = /^\/reviews\/assets\/([a-z.-]+)$/.exec(url.pathname)
     if (asset && request.method === 'GET') {
       const file = reviewerAssets.get(asset[1]!)
       if (!file) return send(response, 404, { 'content-type': 'text/plain' }, 'not found')

@@ -1,7 +1,8 @@
 // The files of the review UI, loaded once: the overlay the isolated origin adds to every HTML page
 // of a site (capture.js, overlay.js and @medv/finder's finder.js, served under SITE_RESERVED_PREFIX)
-// and the reviewer page (reviewer.html rendered per review, reviewer.js and reviewer.css served at
-// /reviews/assets/). The browser files are plain JS next to this module (no build step).
+// and the reviewer page (reviewer.html rendered per review; its module reviewer.js, the modules it
+// imports and reviewer.css served at /reviews/assets/). The browser files are plain JS next to this
+// module (no build step).
 import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
@@ -11,8 +12,10 @@ import { SITE_RESERVED_PREFIX, type ReviewerAssets, type ReviewerPageView, type 
 const JS = 'text/javascript; charset=utf-8'
 const CSS = 'text/css; charset=utf-8'
 
+/** A browser file, with each `/* @include <file> *\/` replaced by that file (shared helpers, one copy in the repo). */
 function readUiFile(name: string): string {
-  return readFileSync(new URL(name, import.meta.url), 'utf8')
+  const source = readFileSync(new URL(name, import.meta.url), 'utf8')
+  return source.replace(/\/\* @include ([a-z-]+\.js) \*\//g, (_match, included: string) => readFileSync(new URL(included, import.meta.url), 'utf8').trim())
 }
 
 /** A body with its content type and strong ETag (quoted base64url sha256). */
@@ -61,7 +64,8 @@ export function createSiteAssets(reviewerOrigin: string): SiteAssets {
     ['finder.js', staticAsset(readFileSync(finderPath), JS)],
   ])
   return {
-    headTags: `<script src="${SITE_RESERVED_PREFIX}capture.js"></script><script type="module" src="${SITE_RESERVED_PREFIX}overlay.js"></script>`,
+    // finder.js is preloaded: overlay.js imports it, which the browser would discover only after fetching overlay.js.
+    headTags: `<script src="${SITE_RESERVED_PREFIX}capture.js"></script><link rel="modulepreload" href="${SITE_RESERVED_PREFIX}finder.js"><script type="module" src="${SITE_RESERVED_PREFIX}overlay.js"></script>`,
     get: (name) => files.get(name),
   }
 }
@@ -98,25 +102,38 @@ const PAGE_LIMITS = {
   consoleMessageMaxChars: limits.CONSOLE_MESSAGE_MAX_CHARS,
 }
 
+/** The modules reviewer.js imports (each preloaded by reviewer.html, so they load in parallel). */
+const REVIEWER_MODULES = ['reviewer-page.js', 'reviewer-messages.js', 'reviewer-frame.js', 'reviewer-console.js', 'reviewer-draft.js', 'reviewer-pins.js', 'reviewer-submit.js']
+
 /**
  * The reviewer page: render(view) is the HTML of one review (the view as inert JSON in
- * `<script type="application/json" id="review-config">`, read by reviewer.js); get() serves
- * reviewer.js and reviewer.css. The route sends the page with its CSP and `Referrer-Policy: no-referrer`.
+ * `<script type="application/json" id="review-config">`, read by reviewer-page.js); get() serves
+ * reviewer.js, the modules it imports (REVIEWER_MODULES) and reviewer.css. The route sends the page
+ * with its CSP and `Referrer-Policy: no-referrer`.
  */
 export function createReviewerAssets(): ReviewerAssets {
   const template = readUiFile('reviewer.html')
-  for (const placeholder of ['{{TITLE}}', '"{{CONFIG}}"']) {
+  for (const placeholder of ['{{TITLE}}', '{{FRAME_URL}}', '"{{CONFIG}}"']) {
     if (template.split(placeholder).length !== 2) throw new Error(`reviewer.html: expected one ${placeholder}`)
+  }
+  for (const name of REVIEWER_MODULES) {
+    if (!template.includes(`<link rel="modulepreload" href="/reviews/assets/${name}">`)) throw new Error(`reviewer.html: expected a modulepreload of ${name}`)
   }
   const files = new Map<string, StaticAsset>([
     ['reviewer.js', staticAsset(readUiFile('reviewer.js'), JS)],
+    ...REVIEWER_MODULES.map((name): [string, StaticAsset] => [name, staticAsset(readUiFile(name), JS)]),
     ['reviewer.css', staticAsset(readUiFile('reviewer.css'), CSS)],
   ])
   return {
     render(view) {
-      const values = { TITLE: escapeHtml(pageTitle(view)), CONFIG: scriptSafeJson({ ...view, limits: PAGE_LIMITS }) }
+      const values: Record<string, string> = {
+        '{{TITLE}}': escapeHtml(pageTitle(view)),
+        // In the HTML so the site starts loading with the page, not after reviewer.js has run.
+        '{{FRAME_URL}}': escapeHtml(view.frameUrl),
+        '"{{CONFIG}}"': scriptSafeJson({ ...view, limits: PAGE_LIMITS }),
+      }
       // One pass: a value that happens to contain a placeholder is not replaced again.
-      return template.replace(/\{\{TITLE\}\}|"\{\{CONFIG\}\}"/g, (match) => (match === '{{TITLE}}' ? values.TITLE : values.CONFIG))
+      return template.replace(/\{\{TITLE\}\}|\{\{FRAME_URL\}\}|"\{\{CONFIG\}\}"/g, (match) => values[match] as string)
     },
     get: (name) => files.get(name),
   }

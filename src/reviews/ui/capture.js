@@ -30,17 +30,7 @@
   const listeners = []
   let busy = false
 
-  /** A well-formed string without NUL (the gateway refuses both), at most max UTF-16 units. */
-  const clean = (s, max) => {
-    let out = String(s)
-    out = typeof out.toWellFormed === 'function' ? out.toWellFormed() : out.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, '\uFFFD')
-    out = out.split('\0').join('\uFFFD')
-    if (out.length > max) {
-      out = out.slice(0, max)
-      if (/[\uD800-\uDBFF]$/.test(out)) out = out.slice(0, -1)
-    }
-    return out
-  }
+  /* @include clean.js */
 
   const describe = (value) => {
     try {
@@ -73,7 +63,7 @@
     if (entries.length >= MAX_ENTRIES || busy) return
     busy = true
     try {
-      const entry = { level, message: clean(message, MAX_CHARS), at: apply(toIso, new OwnDate(), []) }
+      const entry = { level, message: clean(String(message), MAX_CHARS), at: apply(toIso, new OwnDate(), []) }
       if (typeof source === 'string' && source !== '') entry.source = clean(source, MAX_SOURCE_CHARS)
       freeze(entry)
       entries.push(entry)

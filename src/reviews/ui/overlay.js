@@ -34,17 +34,7 @@ const SEVERITY_COLOURS = { blocking: '#c01c28', important: '#c64600', suggestion
 
 const isObject = (value) => typeof value === 'object' && value !== null && !Array.isArray(value)
 
-/** A well-formed string without NUL, at most max UTF-16 units (never half a surrogate pair). */
-function clean(value, max) {
-  let out = typeof value === 'string' ? value : String(value ?? '')
-  out = typeof out.toWellFormed === 'function' ? out.toWellFormed() : out.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, '\uFFFD')
-  out = out.split('\0').join('\uFFFD')
-  if (out.length > max) {
-    out = out.slice(0, max)
-    if (/[\uD800-\uDBFF]$/.test(out)) out = out.slice(0, -1)
-  }
-  return out
-}
+/* @include clean.js */
 
 function post(message) {
   window.parent.postMessage({ protocol: PROTOCOL, ...message }, REVIEWER_ORIGIN)
