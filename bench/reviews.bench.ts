@@ -4,8 +4,10 @@
 //      sequential. Floor: a bare fastify route that receives the same JSON body, strictly decodes
 //      the base64 and writes the bytes to a file: what any service must do with the same upload.
 //   2. The reviewer page's time to interactive in Chromium: from navigation to the overlay in the
-//      site frame answering the page (the reviewer can pin). Floor: the same site's entry page
-//      served by a bare static server, navigated until its `load` event.
+//      site frame answering the page (the reviewer can pin). Floors: the same site's entry page
+//      served by a bare static server, navigated until its `load` event; and that page framed from
+//      another origin (a bare parent page, the site on a *.localhost origin as ours is), until the
+//      frame's `load` event: what framing a site on its own origin costs in Chromium by itself.
 //   node bench/reviews.bench.ts          (BENCH_RUNS=40 creates, BENCH_LOADS=20 page loads)
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { randomBytes } from 'node:crypto'
@@ -72,6 +74,14 @@ async function main(): Promise<void> {
     await writeFile(path.join(tmp, 'upload.zip'), bytes)
     return { bytes: bytes.length }
   })
+  floor.get('/framed', async (_request, reply) => {
+    const { port } = floor.server.address() as { port: number }
+    return reply
+      .type('text/html; charset=utf-8')
+      .send(
+        `<!doctype html><html><head><title>Framed</title></head><body><iframe id="f" src="http://s-floor.localhost:${port}/site/index.html" width="1000" height="700"></iframe></body></html>`,
+      )
+  })
   floor.get('/site/:name', async (request, reply) => {
     const name = (request.params as { name: string }).name
     if (name === 'index.html') return reply.type('text/html; charset=utf-8').send(SITE_HTML)
@@ -121,6 +131,7 @@ async function main(): Promise<void> {
     const session = (await (await create(JSON.stringify({ zipData: smallZip.toString('base64') }))).json()) as { shareUrl: string }
     const tti: number[] = []
     const bare: number[] = []
+    const framed: number[] = []
     const context = await browser.newContext()
     for (let i = 0; i < LOADS + 2; i++) {
       let page = await context.newPage()
@@ -134,12 +145,20 @@ async function main(): Promise<void> {
       await page.goto(`${floorUrl}/site/index.html`, { waitUntil: 'load' })
       if (i >= 2) bare.push(performance.now() - started)
       await page.close()
+      page = await context.newPage()
+      started = performance.now()
+      await page.goto(`${floorUrl}/framed`, { waitUntil: 'load' })
+      if (i >= 2) framed.push(performance.now() - started)
+      await page.close()
     }
     await context.close()
     console.log(`\nreviewer page time to interactive in Chromium (navigation → overlay ready in the site frame), ${LOADS} loads`)
     console.log(`  ours:  p50 ${fmt(percentile(tti, 50))}  p95 ${fmt(percentile(tti, 95))}`)
     console.log(`  floor: p50 ${fmt(percentile(bare, 50))}  p95 ${fmt(percentile(bare, 95))}  (the site's page alone, to its load event)`)
-    console.log(`  ratio: ${(percentile(tti, 50) / percentile(bare, 50)).toFixed(2)}× at p50`)
+    console.log(`  floor, framed from another origin: p50 ${fmt(percentile(framed, 50))}  p95 ${fmt(percentile(framed, 95))}  (to the frame's load event)`)
+    console.log(
+      `  ratio: ${(percentile(tti, 50) / percentile(bare, 50)).toFixed(2)}× the page alone, ${(percentile(tti, 50) / percentile(framed, 50)).toFixed(2)}× the page framed, at p50`,
+    )
   } finally {
     await browser.close()
     await floor.close()
