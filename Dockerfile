@@ -13,15 +13,20 @@ ARG NODE_IMAGE=node:24-bookworm-slim
 # ---- production dependencies -------------------------------------------------------------
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
-# onnxruntime-node's postinstall would fetch CUDA providers from NuGet: skipped (.npmrc says so
-# too); its CPU binaries are in the npm package.
+# onnxruntime-node's postinstall would fetch CUDA providers from NuGet: skipped (package.json's
+# allowScripts denies it too, for the npm versions that read it); its CPU binaries are in the npm
+# package.
 ENV ONNXRUNTIME_NODE_INSTALL=skip
 COPY package.json package-lock.json .npmrc ./
-# `npm install`, not `npm ci`: @foundry-rs/anvil lists optional platform packages (darwin, arm64,
-# win32) that the project's registry does not serve, so the lock cannot hold them and `npm ci`
-# refuses it (see .ci/run). --omit=dev drops tap, typescript and the `node` devDependency.
+# The production dependencies plus the optional local-model runtime that package.json leaves out
+# (`npm run install:local-models`: @huggingface/transformers with onnxruntime-node, for
+# MEMORY_EMBEDDINGS_MODEL_DIR), so the image runs local models too. `npm install`, not `npm ci`:
+# the runtime is added to the locked tree (--no-save). --omit=dev drops tap, typescript and the
+# `node` devDependency. The postinstall (an install summary for a person at a terminal, in
+# scripts/, outside this build context) is dropped from this stage's package.json only.
 RUN --mount=type=cache,target=/root/.npm \
-    npm install --omit=dev --no-audit --no-fund --no-update-notifier \
+    npm pkg delete scripts.postinstall \
+ && npm install --omit=dev --no-save --no-audit --no-fund --no-update-notifier @huggingface/transformers@4.3.1 \
  && rm -rf node_modules/.cache
 
 # ---- runtime -----------------------------------------------------------------------------

@@ -5,7 +5,7 @@
 // normalisation, batching, determinism, that texts sharing words are closer, the errors naming the
 // directory and the missing file — and that no network connection is ever attempted.
 import { execFile } from 'node:child_process'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import net from 'node:net'
 import os from 'node:os'
@@ -13,17 +13,23 @@ import path from 'node:path'
 import { promisify } from 'node:util'
 import t, { type Test } from 'tap'
 import { EmbeddingError } from '../../src/memory/embeddings/errors.ts'
-import { createLocalModelEmbedder, type LocalModelEmbedder } from '../../src/memory/embeddings/onnx-local.ts'
+import { createLocalModelEmbedder, importTransformers, type LocalModelEmbedder } from '../../src/memory/embeddings/onnx-local.ts'
 import { buildTinyOnnxModel, type TinyModel } from '../helpers/tiny-onnx-model.ts'
 
 const REPO = path.resolve(import.meta.dirname, '../..')
 
-/** Why the native runtime cannot run here, or false when it can. */
+/**
+ * Why the native runtime cannot run here, or false when it can. The runtime is optional (`npm run
+ * install:local-models`); .ci/run installs it, and with CI=true a missing one fails instead of skipping.
+ */
 function runtimeMissing(): string | false {
   try {
     createRequire(import.meta.url)('onnxruntime-node')
     return false
   } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND') {
+      return process.env.CI === 'true' ? false : 'the optional local-model runtime is not installed (npm run install:local-models)'
+    }
     return `onnxruntime-node cannot load its native binding on ${process.platform}-${process.arch}: ${(err as Error).message}`
   }
 }
@@ -100,7 +106,7 @@ t.test('local model embedder', { skip }, async (t) => {
   })
 
   t.test('the helper tokenizer: a known sentence gives the expected ids', async (t) => {
-    const { AutoTokenizer } = await import('@huggingface/transformers')
+    const { AutoTokenizer } = await importTransformers()
     const tokenizer = await AutoTokenizer.from_pretrained(tiny.dir, { local_files_only: true })
     t.same(tokenizer.encode('The Cat sat on the mat.'), ids('[CLS]', 'the', 'cat', 'sat', 'on', 'the', 'mat', '.', '[SEP]'))
     t.same(tokenizer.encode('Playing cats, zebra!'), ids('[CLS]', 'play', '##ing', 'cat', '##s', ',', '[UNK]', '!', '[SEP]'))
@@ -191,7 +197,7 @@ t.test('local model embedder', { skip }, async (t) => {
   })
 
   t.test('transformers.js is left offline', async (t) => {
-    const { env } = await import('@huggingface/transformers')
+    const { env } = await importTransformers()
     t.equal(env.allowRemoteModels, false)
     t.equal(env.useFSCache, false, 'nothing cached (written) either')
     await t.rejects(env.fetch('https://huggingface.co/x/resolve/main/config.json'), /refusing to fetch huggingface\.co/)
@@ -267,4 +273,28 @@ t.test('importing the adapter does not load transformers.js or onnxruntime (only
     seen.filter((specifier) => /transformers|onnxruntime/.test(specifier)),
     [],
   )
+})
+
+t.test('without the optional runtime, creating the embedder fails with the one command that installs it', async (t) => {
+  const tiny = model(t)
+  // A resolve hook makes the package unfindable, as where it was never installed.
+  const script = [
+    "import { registerHooks } from 'node:module'",
+    'registerHooks({ resolve(specifier, context, next) {',
+    "  if (specifier === '@huggingface/transformers') throw Object.assign(new Error(\"Cannot find package '\" + specifier + \"' imported from here\"), { code: 'ERR_MODULE_NOT_FOUND' })",
+    '  return next(specifier, context)',
+    '} })',
+    "const { createLocalModelEmbedder } = await import('./src/memory/embeddings/onnx-local.ts')",
+    `await createLocalModelEmbedder({ dir: ${JSON.stringify(tiny.dir)} }).then(`,
+    "  () => console.log('{}'),",
+    '  (err) => console.log(JSON.stringify({ kind: err.kind, message: err.message })),',
+    ')',
+  ].join('\n')
+  const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], { cwd: REPO })
+  const { kind, message } = JSON.parse(stdout) as { kind?: string; message?: string }
+  const { scripts } = JSON.parse(readFileSync(path.join(REPO, 'package.json'), 'utf8')) as { scripts: Record<string, string> }
+  const command = scripts['install:local-models'] ?? ''
+  t.match(command, /^ONNXRUNTIME_NODE_INSTALL=skip npm install --no-save @huggingface\/transformers@\d+\.\d+\.\d+$/, 'package.json pins the version it installs')
+  t.equal(kind, 'unavailable')
+  t.equal(message, `local embedding model: @huggingface/transformers, the optional package that runs it, is not installed: run \`${command}\` in ${REPO}`)
 })

@@ -147,7 +147,12 @@ t.test('the dockerignore matcher behaves like Docker on the patterns we use', as
 t.test('service image', async (t) => {
   const stages = stagesOf(parseDockerfile(readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8')))
   const ignored = dockerignore(path.join(ROOT, '.dockerignore'))
-  const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { engines: { node: string }; bin: Record<string, string> }
+  const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
+    engines: { node: string }
+    bin: Record<string, string>
+    scripts: Record<string, string>
+    dependencies: Record<string, string>
+  }
 
   t.ok(stages.length >= 2, 'multi-stage')
   for (const stage of stages) t.equal(stage.base, 'node:24-bookworm-slim', `stage ${stage.name} is on node:24-bookworm-slim`)
@@ -161,7 +166,24 @@ t.test('service image', async (t) => {
     .map((i) => i.args)
     .join('\n')
   t.match(install, /npm install\b[^\n]*--omit=dev/, 'production dependencies only')
-  t.notMatch(install, /npm ci\b/, 'npm ci refuses this lock (see .ci/run)')
+  t.notMatch(install, /npm ci\b/, 'npm install: the image adds the optional local-model runtime to the locked tree')
+  // The optional local-model runtime (MEMORY_EMBEDDINGS_MODEL_DIR) is not in package.json's
+  // dependencies: the image installs the exact spec package.json's install:local-models script does.
+  const localModels = /\bnpm install --no-save (\S+)$/.exec(pkg.scripts['install:local-models'] ?? '')?.[1]
+  t.ok(localModels, `package.json's install:local-models installs one pinned spec (${localModels})`)
+  t.notOk('@huggingface/transformers' in pkg.dependencies, 'the local-model runtime is not a default dependency')
+  const runtimeInstall = install.split('\n').find((line) => /npm install\b/.test(line) && line.includes('--no-save')) ?? ''
+  t.ok(localModels !== undefined && runtimeInstall.split(/\s+/).includes(localModels), `the image installs ${localModels} (--no-save) with the production dependencies`)
+  t.ok(
+    deps.instructions.some((i) => i.keyword === 'ENV' && /\bONNXRUNTIME_NODE_INSTALL=skip\b/.test(i.args)),
+    "onnxruntime-node's postinstall (CUDA providers from NuGet) is skipped",
+  )
+  // package.json's postinstall runs a file in scripts/, which .dockerignore keeps out of the build
+  // context: the deps stage drops the postinstall before installing (or npm install would fail).
+  const postinstall = /\bscripts\/\S+/.exec(pkg.scripts.postinstall ?? '')?.[0]
+  if (postinstall !== undefined && ignored(postinstall)) {
+    t.match(install, /npm pkg delete scripts\.postinstall\b[^\n]*&& npm install\b/, `the deps stage drops the postinstall (${postinstall} is not in the build context)`)
+  }
 
   const runtime = stages.at(-1) as Stage
   const user = runtime.instructions.filter((i) => i.keyword === 'USER').at(-1)?.args

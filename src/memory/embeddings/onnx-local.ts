@@ -15,17 +15,58 @@
 // `batchSize` texts run one at a time (inference is CPU-bound; queueing keeps memory flat).
 //
 // @huggingface/transformers (and with it the onnxruntime native binding) is imported only here, on
-// creation, so processes without a local model never load it. Creating the embedder loads the model
-// and embeds one probe text: a broken model fails at startup, and `dims` comes from the real output
-// (checked against config.json's hidden_size). Tokens: undefined (the caller counts them).
+// creation, so processes without a local model never load it. It is not installed by default (it
+// and onnxruntime-node weigh ~470 MB): `npm run install:local-models` adds it, and a missing one
+// fails creation with that command. Creating the embedder loads the model and embeds one probe
+// text: a broken model fails at startup, and `dims` comes from the real output (checked against
+// config.json's hidden_size). Tokens: undefined (the caller counts them).
 import { readFile, stat } from 'node:fs/promises'
 import path from 'node:path'
+import { fileURLToPath } from 'node:url'
 import type { Embedder, EmbeddingResult } from '../types.ts'
 import { EmbeddingError, l2Normalized } from './errors.ts'
 
-type Transformers = typeof import('@huggingface/transformers')
-type Tokenizer = Awaited<ReturnType<Transformers['AutoTokenizer']['from_pretrained']>>
-type Model = Awaited<ReturnType<Transformers['AutoModel']['from_pretrained']>>
+/** The optional package that runs local models (it depends on onnxruntime-node, pinned). */
+const TRANSFORMERS_PACKAGE = '@huggingface/transformers'
+/** package.json's script that installs it, and where package.json is (the directory to run it in). */
+const INSTALL_SCRIPT = 'install:local-models'
+const PACKAGE_JSON = new URL('../../../package.json', import.meta.url)
+
+/**
+ * What this module uses of @huggingface/transformers, written out because the package is optional
+ * and its own types are absent where it is not installed (typecheck must not depend on it).
+ * test/integration/memory-embed-onnx.test.ts runs all of it against the real package.
+ */
+export interface Transformers {
+  AutoTokenizer: { from_pretrained(dir: string, options: { local_files_only: boolean }): Promise<Tokenizer> }
+  AutoModel: {
+    from_pretrained(dir: string, options: { local_files_only: boolean; device: 'cpu'; dtype: 'fp32'; session_options?: { intraOpNumThreads: number } }): Promise<Model>
+  }
+  Tensor: new (type: 'int64', data: BigInt64Array, dims: number[]) => TensorLike
+  env: {
+    allowRemoteModels: boolean
+    allowLocalModels: boolean
+    useFS: boolean
+    useFSCache: boolean
+    useBrowserCache: boolean
+    useCustomCache: boolean
+    fetch: (input: string | URL) => Promise<unknown>
+    logLevel: number
+  }
+  LogLevel: { ERROR: number }
+}
+
+interface Tokenizer {
+  model_max_length: number
+  all_special_ids: number[]
+  pad_token_id?: number | null
+  encode(text: string): number[]
+}
+
+interface Model {
+  (inputs: Record<string, TensorLike>): Promise<unknown>
+  dispose(): Promise<unknown>
+}
 
 export interface LocalModelEmbedderOptions {
   /** The model directory (see the layout above); relative paths resolve against the working directory. */
@@ -225,16 +266,44 @@ async function checkModelDir(dir: string): Promise<Record<string, unknown>> {
   return config as Record<string, unknown>
 }
 
-async function importTransformers(): Promise<Transformers> {
+/**
+ * The optional runtime. Not installed (the package or one it needs cannot be found): an error whose
+ * one line is the command that installs it. Installed but failing (e.g. no native binding for this
+ * platform): the loader's own message.
+ */
+export async function importTransformers(): Promise<Transformers> {
   try {
-    return await import('@huggingface/transformers')
+    return (await import(TRANSFORMERS_PACKAGE)) as Transformers
   } catch (err) {
+    const code = (err as NodeJS.ErrnoException | undefined)?.code
+    if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') {
+      const missing = /Cannot find (?:package|module) '([^']+)'/.exec(err instanceof Error ? err.message : '')?.[1] ?? TRANSFORMERS_PACKAGE
+      const what =
+        missing === TRANSFORMERS_PACKAGE
+          ? `${missing}, the optional package that runs it, is not installed`
+          : `${missing}, which the optional ${TRANSFORMERS_PACKAGE} needs, is not installed`
+      throw new EmbeddingError('unavailable', `local embedding model: ${what}: run \`${await installCommand()}\` in ${path.dirname(fileURLToPath(PACKAGE_JSON))}`, {
+        cause: err,
+      })
+    }
     throw new EmbeddingError(
       'unavailable',
-      `local embedding model: cannot load @huggingface/transformers or the onnxruntime-node native binding: ${err instanceof Error ? err.message : String(err)}`,
+      `local embedding model: cannot load ${TRANSFORMERS_PACKAGE} or the onnxruntime-node native binding: ${err instanceof Error ? err.message : String(err)}`,
       { cause: err },
     )
   }
+}
+
+/** The install command package.json's script runs (so the message names exactly it), or the script. */
+async function installCommand(): Promise<string> {
+  try {
+    const { scripts } = JSON.parse(await readFile(PACKAGE_JSON, 'utf8')) as { scripts?: Record<string, unknown> }
+    const command = scripts?.[INSTALL_SCRIPT]
+    if (typeof command === 'string' && command.includes(TRANSFORMERS_PACKAGE)) return command
+  } catch {
+    // fall through
+  }
+  return `npm run ${INSTALL_SCRIPT}`
 }
 
 /** Points transformers.js at the disk only (process-wide: this adapter is its only user). */
