@@ -1,10 +1,13 @@
 // The `agent-gateway` command line. One binary, every role.
+// Only what every command needs is imported here: --help, --version, `config` and a mistyped
+// command answer without loading the logger, tracing or the composition root (src/runtime.ts),
+// which are imported when a command needs them.
+import { flushCompileCache } from 'node:module'
+import { performance } from 'node:perf_hooks'
 import { parseArgs } from 'node:util'
 import { readFileSync } from 'node:fs'
 import { ConfigError, configTable, loadConfig } from './platform/config.ts'
-import { createLogger } from './platform/logger.ts'
-import { startTracing } from './platform/tracing.ts'
-import { ROLES, type Role } from './runtime.ts'
+import { isRole, ROLES, type Role } from './platform/roles.ts'
 
 const USAGE = `agent-gateway: pay-per-request gateway, scheduler, job runner and memory service for AI agents
 
@@ -13,6 +16,10 @@ Usage:
   agent-gateway ROLE              same as \`serve ROLE\`
   agent-gateway migrate           apply database migrations and exit
   agent-gateway config            print the configuration variables and their defaults
+  agent-gateway demo [--gateway URL] [--scheduler URL] [--memory URL]
+                                  show the whole product against a running server, as an agent
+                                  would use it: a throwaway wallet, a plan, a review, a paid task run
+                                  and its refund, a song, a memory round trip (docs/demo.md)
   agent-gateway memory rotate-key [--to KEK_ID]
                                   re-wrap every memory owner's data key under a new key-encryption
                                   key: without --to, a new key is generated into the key ring file
@@ -40,10 +47,15 @@ function version(): string {
   return pkg.version
 }
 
+/** When the start-up garbage is collected: ms after ready, then ms after the first pass (src/platform/heap.ts). */
+const STARTUP_GC_DELAYS_MS = [1000, 1000]
+
 const parseCommandLine = (argv: string[]) =>
   parseArgs({ args: argv, allowPositionals: true, options: { help: { type: 'boolean', short: 'h' }, version: { type: 'boolean', short: 'v' }, to: { type: 'string' } } })
 
 export async function main(argv: string[]): Promise<number> {
+  // The demo is a client of a running server with its own options (src/demo).
+  if (argv[0] === 'demo') return (await import('./demo/index.ts')).runDemo(argv.slice(1))
   let parsed: ReturnType<typeof parseCommandLine>
   try {
     parsed = parseCommandLine(argv)
@@ -66,8 +78,8 @@ export async function main(argv: string[]): Promise<number> {
   }
   if (command === 'memory') return memoryCommand(rest, parsed.values.to)
   const roleArgs = command === 'serve' ? rest : command === 'migrate' ? [] : [command, ...rest]
-  const unknown = roleArgs.filter((role) => !ROLES.includes(role as Role))
-  if (command !== 'serve' && command !== 'migrate' && !ROLES.includes(command as Role)) {
+  const unknown = roleArgs.filter((role) => !isRole(role))
+  if (command !== 'serve' && command !== 'migrate' && !isRole(command)) {
     process.stderr.write(`Unknown command "${command}".\n\n${USAGE}`)
     return 2
   }
@@ -78,10 +90,14 @@ export async function main(argv: string[]): Promise<number> {
 
   const config = configOrExitCode()
   if (typeof config === 'number') return config
+  const { createLogger } = await import('./platform/logger.ts')
   const logger = createLogger(config.logLevel)
-  // Tracing first: the instrumentations patch http and pg as those modules load.
-  const tracing = await startTracing({ otlpEndpoint: config.otlpEndpoint, serviceName: config.serviceName })
-  const runtime = await import('./runtime.ts')
+  // Tracing first: the instrumentations patch http and pg as those modules load. Off (and not
+  // loaded) without an OTLP endpoint.
+  const tracing = config.otlpEndpoint
+    ? await (await import('./platform/tracing.ts')).startTracing({ otlpEndpoint: config.otlpEndpoint, serviceName: config.serviceName })
+    : undefined
+  const [runtime, heap] = await Promise.all([import('./runtime.ts'), import('./platform/heap.ts')])
 
   if (command === 'migrate') {
     const { migrate, migrationsDir } = await import('./platform/db/migrate.ts')
@@ -116,8 +132,42 @@ export async function main(argv: string[]): Promise<number> {
             : listener.url
     process.stdout.write(`${listener.name.padEnd(10)} ${listener.url}${publicUrl !== listener.url ? `  (public ${publicUrl})` : ''}\n`)
   }
-  logger.info({ roles, listeners: running.listeners.map((l) => ({ name: l.name, url: l.url })), database: running.db.kind, kv: running.kv.kind }, 'agent-gateway ready')
+  // startup: ms per phase of runtime.start; processMs: since this process began (after the launcher's re-exec).
+  const processMs = Math.round(performance.now())
+  logger.info(
+    {
+      roles,
+      listeners: running.listeners.map((l) => ({ name: l.name, url: l.url })),
+      database: running.db.kind,
+      kv: running.kv.kind,
+      startup: running.startup,
+      startupRssMb: running.startupRssMb,
+      processMs,
+    },
+    'agent-gateway ready',
+  )
   process.stdout.write(`agent-gateway ready (${roles.join(', ')}; database ${running.db.kind}, kv ${running.kv.kind})\n`)
+  // Once the start's background work (recovery, reconciliation, tool checks) has begun: what
+  // start-up left behind is freed, in two passes (what the first finalizes, the second releases;
+  // src/platform/heap.ts), and the modules this start compiled are written to node's compile cache
+  // (enabled by the launcher) rather than at exit, so the next start reuses them even if this one
+  // is killed. Neither runs right after ready, where the first requests come.
+  const rssAtReady = process.memoryUsage.rss()
+  const afterStart = (pass: number) => {
+    const started = performance.now()
+    heap.collectGarbage()
+    if (pass < STARTUP_GC_DELAYS_MS.length) {
+      setTimeout(() => afterStart(pass + 1), STARTUP_GC_DELAYS_MS[pass]).unref()
+      return
+    }
+    const gcMs = Math.round(performance.now() - started)
+    flushCompileCache()
+    logger.debug(
+      { rssAtReadyMb: Math.round(rssAtReady / 2 ** 20), memoryMb: heap.memoryMb(), gcMs, flushMs: Math.round(performance.now() - started) - gcMs },
+      'start-up garbage collected',
+    )
+  }
+  setTimeout(() => afterStart(1), STARTUP_GC_DELAYS_MS[0]).unref()
 
   return await new Promise<number>((resolve) => {
     let signalled = false

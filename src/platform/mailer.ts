@@ -3,7 +3,7 @@
 // route GET /dev/outbox shows it on the local dev chain only (the embedded default); with a real
 // chain and no SMTP_URL nothing shows it, so mail is not delivered: warnMailUndelivered says so
 // once at start.
-import nodemailer from 'nodemailer'
+import type { Transporter } from 'nodemailer'
 
 export interface MailMessage {
   to: string
@@ -28,31 +28,36 @@ export interface Mailer {
 const OUTBOX_LIMIT = 200
 
 export function createMailer(options: { smtpUrl?: string | undefined; from: string }): Mailer {
+  // nodemailer is loaded with the first message: most processes never send one.
+  let transport: Promise<Transporter> | undefined
+  const open = () =>
+    (transport ??= import('nodemailer').then(({ default: nodemailer }) =>
+      options.smtpUrl ? nodemailer.createTransport(options.smtpUrl) : (nodemailer.createTransport({ jsonTransport: true }) as Transporter),
+    ))
+  const close = () => void transport?.then((opened) => opened.close()).catch(() => {})
   if (options.smtpUrl) {
-    const transport = nodemailer.createTransport(options.smtpUrl)
     return {
       kind: 'smtp',
       async send(message) {
-        const info = await transport.sendMail({ from: options.from, ...message })
+        const info = await (await open()).sendMail({ from: options.from, ...message })
         return { id: String(info.messageId) }
       },
       outbox: () => [],
-      close: () => transport.close(),
+      close,
     }
   }
-  const transport = nodemailer.createTransport({ jsonTransport: true })
   const kept: SentMail[] = []
   return {
     kind: 'outbox',
     async send(message) {
-      const info = await transport.sendMail({ from: options.from, ...message })
+      const info = await (await open()).sendMail({ from: options.from, ...message })
       const id = String(info.messageId)
       kept.push({ id, from: options.from, at: new Date().toISOString(), ...message })
       if (kept.length > OUTBOX_LIMIT) kept.shift()
       return { id }
     },
     outbox: () => kept,
-    close: () => transport.close(),
+    close,
   }
 }
 

@@ -6,7 +6,6 @@
 import { constants } from 'node:fs'
 import { access } from 'node:fs/promises'
 import type { AddressInfo } from 'node:net'
-import { chromium } from 'playwright-core'
 import { createEgressProxy } from '../../controllers/local/egress-proxy.ts'
 
 export const DEFAULT_CHROMIUM_PATH = '/usr/bin/chromium'
@@ -76,6 +75,9 @@ async function render(options: PageShotsOptions, url: string, shot: PageShotOpti
   const port = (proxy.address() as AddressInfo).port
   const timeout = options.timeoutMs ?? 30_000
   try {
+    // Loaded on the first screenshot: playwright-core is about 30 MB of heap a process that never
+    // takes one should not carry.
+    const { chromium } = await import('playwright-core')
     const browser = await chromium.launch({
       executablePath: options.chromiumPath,
       headless: true,

@@ -7,16 +7,11 @@
 import t from 'tap'
 import { spawn } from 'node:child_process'
 import path from 'node:path'
-import { pathToFileURL } from 'node:url'
 import { freePort, repoRoot, startCli, type CliProcess } from '../helpers/cli.ts'
 import { sandboxAvailable } from '../../controllers/local/sandbox.ts'
 
-// How the demo is started: `node <DEMO_COMMAND…> [args]`. Until `demo` is wired into src/cli.ts
-// it goes through RUNNER, which calls runDemo as the CLI will (`--` ends node's own options, so
-// the demo's `--help` is not node's). Once it is wired, the line becomes:
-// const DEMO_COMMAND = [path.join(repoRoot, 'bin/agent-gateway.js'), 'demo']
-const RUNNER = `process.exitCode = await (await import(${JSON.stringify(pathToFileURL(path.join(repoRoot, 'src/demo/index.ts')).href)})).runDemo(process.argv.slice(1))`
-const DEMO_COMMAND = ['--input-type=module', '-e', RUNNER, '--']
+// The demo through the real CLI, as a user runs it: `agent-gateway demo [args]`.
+const DEMO_COMMAND = [path.join(repoRoot, 'bin/agent-gateway.js'), 'demo']
 
 const STEP_COUNT = 12
 

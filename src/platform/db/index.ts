@@ -36,6 +36,8 @@ export interface PgliteOptions {
   kind: 'pglite'
   /** Directory holding the database files (created if missing), or `memory://` for an in-memory db. */
   dataDir: string
+  /** Postgres shared_buffers (e.g. '16MB', the default: PGLITE_SHARED_BUFFERS in pglite.ts). */
+  sharedBuffers?: string
 }
 
 export interface PostgresOptions {

@@ -15,6 +15,15 @@ const openDirs = new Set<string>()
 
 const MEMORY = 'memory://'
 
+/**
+ * Postgres's buffer pool inside PGlite's WebAssembly memory. initdb writes 128MB, and the whole pool
+ * is resident once PGlite has allocated it (emscripten zeroes what it hands out): 128 MB of idle
+ * memory for a database of a few MB. 16MB (2048 pages of 8 kB) holds the hot part of the embedded
+ * default's data; pages beyond it come from the OS page cache (docs/BENCHMARKS.md, "Startup and
+ * idle memory").
+ */
+export const PGLITE_SHARED_BUFFERS = '16MB'
+
 function rethrow(err: unknown): never {
   throw toDbError(err)
 }
@@ -30,7 +39,7 @@ export async function openPglite(options: PgliteOptions): Promise<Db> {
   let pg: PGlite
   try {
     if (dir !== undefined) await mkdir(path.dirname(dir), { recursive: true })
-    pg = await PGlite.create(dir ?? MEMORY)
+    pg = await PGlite.create(dir ?? MEMORY, { startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${options.sharedBuffers ?? PGLITE_SHARED_BUFFERS}`] })
   } catch (err) {
     if (dir !== undefined) openDirs.delete(dir)
     throw err
