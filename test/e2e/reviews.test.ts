@@ -214,7 +214,11 @@ t.test('an uploaded site: created on plan credit, pinned in Chromium, delivered 
   )
   t.throws(() => new Webhook(`whsec_${Buffer.alloc(32, 1).toString('base64')}`).verify(delivery.body, delivery.headers as Record<string, string>), 'another secret does not verify')
 
-  const status = (await (await fetch(`${cli.gateway}/api/v1/annotate/reviews/${session.reviewId}`, { headers: { authorization: `Bearer ${token}` } })).json()) as Json
+  // The receiver has the body before the attempt is recorded (the worker logs it after the answer).
+  const status = await waitFor('the delivery to be recorded', async () => {
+    const view = (await (await fetch(`${cli?.gateway}/api/v1/annotate/reviews/${session.reviewId}`, { headers: { authorization: `Bearer ${token}` } })).json()) as Json
+    return view.callback.state === 'delivered' ? view : undefined
+  })
   t.equal(status.status, 'submitted')
   t.equal(status.callback.state, 'delivered')
   t.equal(status.callback.attempts.length, 1)
