@@ -24,7 +24,7 @@
 // chain, is a process of its own and reported apart. --help and --version: median of 5 runs.
 // Medians over rounds.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
@@ -50,7 +50,7 @@ const median = (values: number[]) => {
 }
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-/** Resident memory of a process, MB (VmRSS; VmHWM: its peak so far). */
+/** Resident memory of a process, MiB (VmRSS; VmHWM: its peak so far). */
 function rssMb(pid: number, field: 'VmRSS' | 'VmHWM' = 'VmRSS'): number {
   const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
   return match ? Number(match[1]) / 1024 : Number.NaN
@@ -197,7 +197,7 @@ interface Sample {
   firstRequestMs: number[]
   rssAtReadyMb: number
   idleRssMb: number
-  /** The highest RSS the process reached (start-up included), MB. */
+  /** The highest RSS the process reached (start-up included), MiB. */
   peakRssMb: number
   anvilRssMb: number
   phases?: Record<string, number>
@@ -205,6 +205,21 @@ interface Sample {
 
 /** One start of the CLI: time to ready, first requests, idle RSS; then SIGTERM. */
 async function measureCli(roleSet: string, dataDir: string, extraEnv: Record<string, string> | ((p: Ports) => Record<string, string>) = {}): Promise<Sample> {
+  // A port picked free can be taken before the process binds it (anvil picks its own port too):
+  // such a start is run again on other ports, from the same state (an empty DATA_DIR stays empty).
+  const fresh = !existsSync(dataDir) || readdirSync(dataDir).length === 0
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await measureCliOnce(roleSet, dataDir, extraEnv)
+    } catch (error) {
+      if (attempt >= 3 || !/EADDRINUSE/.test((error as Error).message)) throw error
+      console.error(`  (a port was taken meanwhile; again on other ports)`)
+      if (fresh) rmSync(dataDir, { recursive: true, force: true })
+    }
+  }
+}
+
+async function measureCliOnce(roleSet: string, dataDir: string, extraEnv: Record<string, string> | ((p: Ports) => Record<string, string>)): Promise<Sample> {
   const p = await ports()
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '',
@@ -293,7 +308,7 @@ const record = (name: string, sample: Sample) => {
   results.set(name, [...(results.get(name) ?? []), sample])
   const first = sample.firstRequestMs.map((ms) => ms.toFixed(1)).join(' / ')
   console.error(
-    `  ${name}: ready ${sample.readyMs.toFixed(0)} ms, first requests ${first} ms, RSS ${sample.rssAtReadyMb.toFixed(0)} MB at ready, ${sample.idleRssMb.toFixed(0)} MB idle, ${sample.peakRssMb.toFixed(0)} MB peak${sample.anvilRssMb ? ` (+ anvil ${sample.anvilRssMb.toFixed(0)} MB)` : ''}${sample.phases ? ` ${JSON.stringify(sample.phases)}` : ''}`,
+    `  ${name}: ready ${sample.readyMs.toFixed(0)} ms, first requests ${first} ms, RSS ${sample.rssAtReadyMb.toFixed(0)} MiB at ready, ${sample.idleRssMb.toFixed(0)} MiB idle, ${sample.peakRssMb.toFixed(0)} MiB peak${sample.anvilRssMb ? ` (+ anvil ${sample.anvilRssMb.toFixed(0)} MiB)` : ''}${sample.phases ? ` ${JSON.stringify(sample.phases)}` : ''}`,
   )
 }
 
@@ -343,7 +358,7 @@ try {
     '',
     `\`agent-gateway --help\`: ${helpMs.toFixed(0)} ms; \`agent-gateway --version\`: ${versionMs.toFixed(0)} ms (median of 5, process start to exit).`,
     '',
-    '| Process | time to ready ms | ratio vs floor | first request ms (/readyz, /openapi.json) | RSS at ready MB | idle RSS MB | ratio vs floor | peak RSS MB | anvil RSS MB |',
+    '| Process | time to ready ms | ratio vs floor | first request ms (/readyz, /openapi.json) | RSS at ready MiB | idle RSS MiB | ratio vs floor | peak RSS MiB | anvil RSS MiB |',
     '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
   ]
   for (const [name, samples] of results) {

@@ -97,11 +97,10 @@ export async function main(argv: string[]): Promise<number> {
   const tracing = config.otlpEndpoint
     ? await (await import('./platform/tracing.ts')).startTracing({ otlpEndpoint: config.otlpEndpoint, serviceName: config.serviceName })
     : undefined
-  const [runtime, heap] = await Promise.all([import('./runtime.ts'), import('./platform/heap.ts')])
-
   if (command === 'migrate') {
-    const { migrate, migrationsDir } = await import('./platform/db/migrate.ts')
-    const db = await runtime.openPlatformDb(config)
+    // The database alone: the roles are not loaded for it.
+    const [{ migrate, migrationsDir }, { openPlatformDb }] = await Promise.all([import('./platform/db/migrate.ts'), import('./platform/db/open.ts')])
+    const db = await openPlatformDb(config)
     try {
       const applied = await migrate(db, migrationsDir)
       process.stdout.write(`migrations applied: ${Array.isArray(applied) ? applied.length : 'done'}\n`)
@@ -111,6 +110,7 @@ export async function main(argv: string[]): Promise<number> {
     return 0
   }
 
+  const [runtime, heap] = await Promise.all([import('./runtime.ts'), import('./platform/heap.ts')])
   const roles = (roleArgs.length > 0 ? [...new Set(roleArgs)] : [...ROLES]) as Role[]
   let running: Awaited<ReturnType<typeof runtime.start>>
   try {
@@ -148,10 +148,10 @@ export async function main(argv: string[]): Promise<number> {
   )
   process.stdout.write(`agent-gateway ready (${roles.join(', ')}; database ${running.db.kind}, kv ${running.kv.kind})\n`)
   // Once the start's background work (recovery, reconciliation, tool checks) has begun: what
-  // start-up left behind is freed, in two passes (what the first finalizes, the second releases;
-  // src/platform/heap.ts), and the modules this start compiled are written to node's compile cache
-  // (enabled by the launcher) rather than at exit, so the next start reuses them even if this one
-  // is killed. Neither runs right after ready, where the first requests come.
+  // start-up left behind is freed (src/platform/heap.ts; a second pass releases what the first
+  // finalized), and the modules this start compiled are written to node's compile cache (enabled
+  // by the launcher) rather than at exit, so the next start reuses them even if this one is
+  // killed. Neither runs right after ready, where the first requests come.
   const rssAtReady = process.memoryUsage.rss()
   const afterStart = (pass: number) => {
     const started = performance.now()
@@ -206,15 +206,15 @@ async function memoryCommand(args: string[], to: string | undefined): Promise<nu
   }
   const config = configOrExitCode()
   if (typeof config === 'number') return config
-  const runtime = await import('./runtime.ts')
+  const { openPlatformDb } = await import('./platform/db/open.ts')
   const { migrate, migrationsDir } = await import('./platform/db/migrate.ts')
   const { rotateKek } = await import('./memory/crypto/rotate.ts')
   const { addKeyToRingFile, EMBEDDED_RING_FILE } = await import('./memory/crypto/keyring.ts')
   const { openKeyRing } = await import('./memory/role.ts')
   const path = await import('node:path')
-  let db: Awaited<ReturnType<typeof runtime.openPlatformDb>>
+  let db: Awaited<ReturnType<typeof openPlatformDb>>
   try {
-    db = await runtime.openPlatformDb(config)
+    db = await openPlatformDb(config)
   } catch (error) {
     process.stderr.write(`agent-gateway memory rotate-key: cannot open the database: ${(error as Error).message}\n`)
     return 1

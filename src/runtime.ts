@@ -11,7 +11,8 @@ import { performance } from 'node:perf_hooks'
 import type { FastifyInstance } from 'fastify'
 import { ConfigError, type Config } from './platform/config.ts'
 import type { Logger } from './platform/logger.ts'
-import { openDb, type Db } from './platform/db/index.ts'
+import type { Db } from './platform/db/index.ts'
+import { openDatabase, openPlatformDb } from './platform/db/open.ts'
 import { lockDataDir } from './platform/data-dir-lock.ts'
 import type { KeyValue } from './platform/kv/index.ts'
 import { systemClock } from './platform/clock.ts'
@@ -64,44 +65,8 @@ export interface Running {
 /** Every operation with a handler in this build, whichever roles run in this process. */
 export const IMPLEMENTED_OPERATIONS: ReadonlySet<string> = new Set([...GATEWAY_OPERATIONS, ...SCHEDULER_OPERATIONS, ...MEMORY_OPERATIONS])
 
-/** The database of this process; the embedded one also takes the DATA_DIR lock (released on close). */
-export async function openPlatformDb(config: Config): Promise<Db> {
-  return openDatabase(config, config.databaseUrl ? undefined : lockDataDir(config.dataDir))
-}
-
-/**
- * Opens the database; `unlock` (the DATA_DIR lock, taken by the caller for PGlite) is released on
- * close or failure. With `logger`, a PGlite directory without a cluster is created and migrated in
- * a child process first (src/platform/db/pglite-init.ts), while this one goes on loading modules.
- */
-async function openDatabase(config: Config, unlock: (() => void) | undefined, logger?: Logger): Promise<Db> {
-  if (config.databaseUrl || unlock === undefined) return openDb({ kind: 'postgres', url: config.databaseUrl as string, poolMax: config.databasePoolMax })
-  try {
-    const dir = path.join(config.dataDir, 'pgdata')
-    if (logger) {
-      const { initPgliteInChild, needsInitdb } = await import('./platform/db/pglite-init.ts')
-      if (needsInitdb(dir)) {
-        logger.info({ dir }, 'embedded database: first start on this DATA_DIR, creating it')
-        // On failure PGlite creates it in this process, as it always could (and says what fails).
-        await initPgliteInChild(dir).catch((error: unknown) => logger.warn({ err: error }, 'embedded database: could not create it in a child process; creating it here'))
-      }
-    }
-    const db = await openDb({ kind: 'pglite', dataDir: dir })
-    const close = db.close.bind(db)
-    return Object.assign(db, {
-      close: async () => {
-        try {
-          await close()
-        } finally {
-          unlock()
-        }
-      },
-    })
-  } catch (error) {
-    unlock()
-    throw error
-  }
-}
+/** The database of this process (src/platform/db/open.ts). */
+export { openPlatformDb }
 
 /**
  * The modules a process needs for its roles, imported together (their loading interleaves with
