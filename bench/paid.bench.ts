@@ -17,7 +17,6 @@ import os from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads'
 import autocannon from 'autocannon'
-import { Type } from '@sinclair/typebox'
 import { x402Client, x402HTTPClient } from '@x402/core/client'
 import { x402Facilitator } from '@x402/core/facilitator'
 import { decodePaymentResponseHeader } from '@x402/core/http'
@@ -39,14 +38,13 @@ import { migrate } from '../src/platform/db/migrate.ts'
 import { openKeyValue } from '../src/platform/kv/index.ts'
 import { createCatalog } from '../src/catalog/catalog.ts'
 import { mountOperations } from '../src/catalog/routes.ts'
-import type { Registry } from '../src/catalog/types.ts'
+import { PAID_HELLO_PATH, paidHelloRegistry } from './paid-hello.ts'
 import { openPayments } from '../src/payments/index.ts'
 import { recoveryBackend } from '../src/payments/x402/index.ts'
 import { memoryChain, memoryFacilitatorSigner, memoryUsdc } from '../test/helpers/memory-chain.ts'
 
-const PRICE = 10_000n // $0.01
 const FUNDS = 10n ** 15n // per buyer
-const PATH = '/paid'
+const PATH = PAID_HELLO_PATH
 const NETWORK = 'eip155:8453'
 const THIS_FILE = fileURLToPath(import.meta.url)
 
@@ -107,35 +105,7 @@ async function serveOurs(): Promise<void> {
   for (const buyer of buyers) token.mint(buyer, FUNDS)
   const chain = memoryChain(token)
   const gatewayUrl = 'https://gw.bench'
-  const registry: Registry = {
-    services: [
-      {
-        slug: 'bench',
-        title: 'Paid hello',
-        description: 'One paid hello-world operation',
-        server: 'gateway',
-        access: 'payg',
-        meter: { name: 'requests', unit: 'request', unitPriceMicros: PRICE, includedUnits: 0 },
-        plans: [],
-        operations: [
-          {
-            operationId: 'paidHello',
-            service: 'bench',
-            server: 'gateway',
-            method: 'GET',
-            path: PATH,
-            summary: 'Paid hello-world',
-            description: 'Answers {ok:true} for 0.01 USD',
-            tags: ['bench'],
-            access: 'payg',
-            proof: 'payment',
-            pricing: { kind: 'per-unit' },
-            schemas: { response: { 200: Type.Object({ ok: Type.Boolean() }) } },
-          },
-        ],
-      },
-    ],
-  }
+  const registry = paidHelloRegistry
   // The production wiring, on the in-process chain model instead of anvil or an RPC.
   const payments = await openPayments({ db, kv, logger, clock: systemClock, registry, dataDir: '', payTo, gatewayUrl, chain, reconcileEveryMs: 0 })
   const access = payments.access

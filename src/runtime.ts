@@ -9,6 +9,7 @@
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
 import type { FastifyInstance } from 'fastify'
+import type { LocalApps } from './mcp/dispatcher.ts'
 import { ConfigError, type Config } from './platform/config.ts'
 import type { Logger } from './platform/logger.ts'
 import type { Db } from './platform/db/index.ts'
@@ -242,6 +243,7 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
           settlerPrivateKey: config.settlerPrivateKey,
           tempoRpcUrl: config.tempoRpcUrl,
           mppSecretKey: config.mppSecretKey,
+          offerReceiptSigningKeys: config.offerReceiptSigningKeys,
           // Started above, beside PGlite; closed by this module (after payments) on stop.
           ...(chain ? { chain } : {}),
           // Every role decides the open settlements of the work it sells (the effects it registers).
@@ -265,11 +267,22 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
           urls: { gateway: config.publicBaseUrl, scheduler: config.publicSchedulerUrl, memory: config.publicMemoryUrl },
           implemented: IMPLEMENTED_OPERATIONS,
         })
-        deps = { catalog, logger, metrics, bodyLimitBytes: config.bodyLimitBytes, payTo: config.payTo, readiness, diagnostics }
+        deps = {
+          catalog,
+          logger,
+          metrics,
+          bodyLimitBytes: config.bodyLimitBytes,
+          payTo: config.payTo,
+          offerReceiptSigners: payments.offerReceipt.signerAddresses,
+          readiness,
+          diagnostics,
+        }
       }
       timer.mark('payments')
 
       const planned: { name: string; port: number; app: FastifyInstance }[] = []
+      // The role apps of this process, for the gateway's MCP tool calls (filled as they are built).
+      const localApps: LocalApps = new Map()
       // Scheduler: one service over the Task/Run resources, shared by the API and the controllers.
       let scheduler: SchedulerService | undefined
       let controllers: Running['controllers']
@@ -439,6 +452,7 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
             db: dbOpen,
             media: { client, hostedBlobs: config.mediaUrl ? undefined : blobs },
             reviews: reviewsRole,
+            localApps,
           }),
         })
         // The isolated origin of review sites: its own listener, never the gateway's origin.
@@ -508,6 +522,7 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
         })
       }
       timer.mark('memory')
+      for (const entry of planned) if (entry.name === 'scheduler' || entry.name === 'memory') localApps.set(entry.name, entry.app)
       if (payments && refundStandings.length > 0) {
         const { chain: paymentChain } = payments
         registerRefundMetrics(metrics.registry, {

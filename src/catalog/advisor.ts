@@ -35,6 +35,14 @@ export interface GuideUnavailable {
   reason: string
 }
 
+/** The MCP door to the same operations: every operation is a tool named by its operationId. */
+export interface GuideMcp {
+  url: string
+  transport: 'streamable-http'
+  tool: string | null
+  howToPay: string
+}
+
 export interface Guide {
   goal: string
   recommendations: GuideRecommendation[]
@@ -42,7 +50,13 @@ export interface Guide {
   unavailable: GuideUnavailable[]
   steps: string[]
   notes: string[]
+  mcp: GuideMcp
 }
+
+/** How a paid tool is paid over MCP (the x402 v2 MCP transport; MPP in its own _meta key). */
+const MCP_HOW_TO_PAY =
+  'A paid tool called without payment returns isError with the x402 PaymentRequired in structuredContent; retry the call with the x402 PaymentPayload in params._meta["x402/payment"] ' +
+  '(or an MPP credential in _meta["org.paymentauth/credential"]); the settlement comes back in _meta["x402/payment-response"]. Plan tools use the MCP request\'s Authorization: Bearer <accessToken>.'
 
 const MAX_RECOMMENDATIONS = 5
 const MAX_UNAVAILABLE = 3
@@ -125,12 +139,15 @@ export function buildGuide(catalog: Catalog, request: GuideRequest): Guide {
   if (request.budgetMicros !== undefined && best?.withinBudget === false) {
     notes.push(`The best match costs ${best.price?.amountUsd} USD per ${best.price?.per}, above your budget of ${formatUsd(request.budgetMicros)} USD.`)
   }
+  const mcpUrl = `${catalog.urls.gateway}/mcp`
   const steps = best
     ? [
         `Read the operation: GET ${catalog.urls.gateway}/openapi.json?path=${encodeURIComponent(new URL(best.url).pathname)}&method=${best.method}`,
         best.howToPay,
         `Call ${best.method} ${best.url}.`,
+        `Or, from an MCP client: call the tool ${best.operationId} at ${mcpUrl} (Streamable HTTP); paid tools are paid in params._meta["x402/payment"].`,
       ]
     : []
-  return { goal: request.goal, recommendations, unavailable, steps, notes }
+  const mcp: GuideMcp = { url: mcpUrl, transport: 'streamable-http', tool: best?.operationId ?? null, howToPay: MCP_HOW_TO_PAY }
+  return { goal: request.goal, recommendations, unavailable, steps, notes, mcp }
 }

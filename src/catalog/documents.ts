@@ -10,6 +10,8 @@ import type { ServiceSpec } from './types.ts'
 export interface DocumentContext {
   catalog: Catalog
   payTo: string
+  /** Addresses whose EIP-712 signatures on x402 offers and receipts are ours (the key ring). */
+  offerReceiptSigners?: readonly string[] | undefined
 }
 
 /**
@@ -80,9 +82,12 @@ function howToBuy(service: ServiceSpec, baseUrl: string, built = true): string[]
   ]
 }
 
-export function protocolsView(payTo: string): Record<string, unknown> {
+export function protocolsView(payTo: string, offerReceiptSigners: readonly string[] = []): Record<string, unknown> {
+  // Verifiers of a signed offer or receipt check the recovered address against this list (every
+  // key of the ring, so what an older key signed stays verifiable during a rotation).
+  const offerReceipt = offerReceiptSigners.length > 0 ? { offerReceipt: { format: 'eip712', signers: [...offerReceiptSigners] } } : {}
   return {
-    x402: { versions: [1, 2], scheme: 'exact', network: X402_NETWORK_CAIP2, networkV1: X402_NETWORK_V1, asset: USDC_BASE_ADDRESS, payTo },
+    x402: { versions: [1, 2], scheme: 'exact', network: X402_NETWORK_CAIP2, networkV1: X402_NETWORK_V1, asset: USDC_BASE_ADDRESS, payTo, ...offerReceipt },
     mpp: { method: MPP_METHOD, intent: MPP_INTENT, currency: MPP_CURRENCY },
   }
 }
@@ -120,7 +125,7 @@ export function serviceView(context: DocumentContext, slug: string): Record<stri
     meter: meterView(service),
     priceMatrix: catalog.operationsOf(slug).map(operationView),
     plans: service.plans.map((plan) => planView(catalog.plan(plan.id) ?? { spec: plan, purchasable: false, builtOperations: [] }, catalog.urls.gateway)),
-    protocols: protocolsView(context.payTo),
+    protocols: protocolsView(context.payTo, context.offerReceiptSigners),
     howToBuy: howToBuy(
       service,
       catalog.urls.gateway,
@@ -138,7 +143,7 @@ export function manifestView(context: DocumentContext): Record<string, unknown> 
     baseUrl: catalog.urls.gateway,
     schedulerUrl: catalog.urls.scheduler,
     memoryUrl: catalog.urls.memory,
-    protocols: protocolsView(context.payTo),
+    protocols: protocolsView(context.payTo, context.offerReceiptSigners),
     services: catalog.registry.services.map((service) => ({
       slug: service.slug,
       title: service.title,
@@ -199,6 +204,11 @@ export function llmsTxt(context: DocumentContext): string {
     `- ${base}/auth.md: registration recipe for plan access`,
     `- ${base}/advisor/agent/guide?goal=<text>: free guide for a goal; POST ${base}/advisor/agent/quote with a $0 wallet proof for a quote`,
     `- ${base}/llms-full.txt: every operation with its fields`,
+    '',
+    '## MCP',
+    `- ${base}/mcp: every operation is also an MCP tool named by its operationId, with its input and output JSON schemas and its price (Streamable HTTP, stateless: POST JSON-RPC; tools/list, tools/call).`,
+    '- Paid tools (x402 v2 MCP transport): a call without payment returns isError with the x402 PaymentRequired in structuredContent; retry the same call with the x402 PaymentPayload in params._meta["x402/payment"] (MPP: _meta["org.paymentauth/credential"]); the settlement comes back in the result\'s _meta["x402/payment-response"].',
+    "- Plan tools use the MCP HTTP request's Authorization: Bearer <accessToken>; owner tools a SIGN-IN-WITH-X proof.",
     '',
     '## Services',
   ]
@@ -292,6 +302,7 @@ export function scopedLlmsTxt(catalog: Catalog, scope: 'scheduler' | 'memory'): 
     '',
     '## Discovery',
     `- ${base}/openapi.json: this service's operations (OpenAPI 3.1; ?q=, ?path=, ?method=, ?page=)`,
+    `- ${catalog.urls.gateway}/mcp: every operation below is also an MCP tool named by its operationId (Streamable HTTP; paid tools are paid in params._meta["x402/payment"])`,
     '',
     '## Operations',
     ...catalog.operationsOn(scope).map(operationLine),

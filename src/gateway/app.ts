@@ -18,6 +18,8 @@ import { mediaHandlers } from './media-handlers.ts'
 import { REVIEW_OPERATIONS, registerReviewerPages, reviewHandlers } from '../reviews/app.ts'
 import type { ReviewService } from '../reviews/service.ts'
 import type { ReviewerAssets, ReviewOrigins } from '../reviews/types.ts'
+import { createOperationDispatcher, type LocalApps } from '../mcp/dispatcher.ts'
+import { registerMcpRoute } from '../mcp/server.ts'
 
 /** Operations this role answers today; the rest of the gateway's registry answers 501. */
 export const GATEWAY_OPERATIONS = [
@@ -44,6 +46,11 @@ export interface GatewayDeps extends ServiceAppDeps {
   }
   /** Unset in tests of other operations: the review operations then answer 501. */
   reviews?: { service: ReviewService; assets: ReviewerAssets; origins: ReviewOrigins } | undefined
+  /**
+   * The role apps of this process that the MCP endpoint's tool calls go into (filled by the caller
+   * as it builds them; this app adds itself); roles not in it are reached over HTTP at catalog.urls.
+   */
+  localApps?: LocalApps | undefined
 }
 
 export function buildGatewayApp(deps: GatewayDeps): FastifyInstance {
@@ -94,5 +101,13 @@ export function buildGatewayApp(deps: GatewayDeps): FastifyInstance {
   if (deps.media.hostedBlobs) registerAudioHosting(app, { blobs: deps.media.hostedBlobs })
   if (deps.reviews) registerReviewerPages(app, deps.reviews)
   registerDevRoutes(app, { payments: deps.payments, mailer: deps.mailer })
+  const localApps = deps.localApps ?? new Map()
+  localApps.set('gateway', app)
+  registerMcpRoute(app, {
+    catalog: deps.catalog,
+    dispatcher: createOperationDispatcher({ local: localApps, urls: deps.catalog.urls }),
+    bodyLimitBytes: deps.bodyLimitBytes,
+    logger: deps.logger,
+  })
   return app
 }

@@ -14,6 +14,9 @@ import { accessTokenCredential, credentialsOf, PAY_AMOUNT_HEADER, payAmountInval
 import type { Decision } from './outcomes.ts'
 import type { Address, PriceQuote, Protocol } from './types.ts'
 import type { Queryable } from '../platform/db/index.ts'
+import { discoveryOf } from './x402/bazaar.ts'
+import type { PaymentIdentifiers } from './x402/payment-identifier.ts'
+import { capturedAnswer, claimIdentifier, replayAnswer } from './x402/idempotent.ts'
 
 /** What a paid handler learns about the payment behind its call. */
 export interface PaymentContext {
@@ -55,6 +58,8 @@ export interface AccessDeps {
   payTo: Address
   gatewayUrl: string
   logger: Logger
+  /** x402 payment-identifier store (absent: ids are ignored, every request is new). */
+  identifiers?: PaymentIdentifiers | undefined
 }
 
 /** Per-operation price override (e.g. the scheduler's X-Pay-Amount-Micros must equal a body field). */
@@ -110,7 +115,14 @@ export function createAccessControl(deps: AccessDeps) {
       route: `${entry.spec.method} ${entry.spec.path}`,
       description: entry.spec.summary,
       payTo: deps.payTo,
+      ...discoveryParts(entry, request),
     }
+  }
+
+  function discoveryParts(entry: CatalogOperation, request: FastifyRequest): Pick<PriceQuote, 'discovery' | 'pathParams'> {
+    const discovery = discoveryOf(entry)
+    const params = request.params as Record<string, string> | undefined
+    return { ...(discovery ? { discovery } : {}), ...(params && Object.keys(params).length > 0 ? { pathParams: params } : {}) }
   }
 
   /**
@@ -208,7 +220,6 @@ export function createAccessControl(deps: AccessDeps) {
       }
 
       // Free included units: only for agents a human has claimed (SPEC "Free included units").
-      const undo: (() => Promise<void>)[] = []
       let freeUnits = 0
       const accountKey = agent?.claimedEmail ? agent.id : undefined
       if (accountKey && meter && meter.includedUnits > 0 && pricing.kind === 'per-unit' && !quote) {
@@ -218,39 +229,74 @@ export function createAccessControl(deps: AccessDeps) {
       const chargeable = amount - BigInt(freeUnits) * (meter?.unitPriceMicros ?? 0n)
       const priceQuote = quoteOf(entry, request, chargeable)
 
-      let authorized: AuthorizedPayment | undefined
-      if (chargeable > 0n) authorized = await guard.authorize(request.headers, priceQuote, spec.operationId, { agentId: agent?.id })
-      for (let taken = 0; taken < freeUnits; taken += 1) {
-        const claim = await agents.takeIncludedUnit({
-          accountKey: accountKey as string,
-          meter: meter?.name as string,
-          includedUnits: meter?.includedUnits ?? 0,
-          operationId: spec.operationId,
-        })
-        if (!claim) {
-          // Another call took the free unit first: the price went up, so ask again.
-          await authorized?.release()
-          for (const step of undo) await step()
-          throw guard.paymentRequired(
-            quoteOf(entry, request, amount - BigInt(taken) * (meter?.unitPriceMicros ?? 0n)),
-            'included_unit_taken',
-            'The free unit was used by a concurrent call; pay the full price.',
-          )
-        }
-        undo.push(claim.undo)
+      const claim = chargeable > 0n ? await claimIdentifier(deps.identifiers, request, entry, deps.payTo) : undefined
+      if (claim?.kind === 'replay') return replayAnswer(reply, claim.response)
+      const held = claim?.kind === 'claimed' ? claim : undefined
+      let result: unknown
+      try {
+        result = await paidCall(request, reply, { entry, agent, amount, chargeable, priceQuote, freeUnits, accountKey, units }, handler)
+      } catch (error) {
+        await held?.release()
+        throw error
       }
-      request.payment = {
-        protocol: authorized ? authorized.payment.protocol : freeUnits > 0 ? 'included' : 'none',
-        payer: authorized?.payment.payer ?? null,
-        amountMicros: chargeable,
-        agent,
-        includedUnits: freeUnits,
-        units,
-        replayKey: authorized?.payment.replayKey ?? null,
-        bind: bindOf(authorized),
+      if (held) {
+        // Only a delivered, paid answer is kept; anything else frees the id for a retry.
+        const paid = request.payment?.replayKey && !request.payment.waived && reply.statusCode < 400
+        await (paid ? held.complete(capturedAnswer(reply, result), request.payment?.replayKey) : held.release())
       }
-      return runPaid(request, reply, authorized, undo, handler)
+      return result
     }
+  }
+
+  interface PaidCall {
+    entry: CatalogOperation
+    agent: Agent | null
+    amount: bigint
+    chargeable: bigint
+    priceQuote: PriceQuote
+    freeUnits: number
+    accountKey: string | undefined
+    units: number
+  }
+
+  /** Authorizes the payment, takes the free units, runs the handler and settles (runPaid). */
+  async function paidCall(request: FastifyRequest, reply: FastifyReply, call: PaidCall, handler: OperationHandler): Promise<unknown> {
+    const { entry, agent, amount, chargeable, priceQuote, freeUnits, accountKey, units } = call
+    const { spec, service } = entry
+    const meter = service.meter
+    const undo: (() => Promise<void>)[] = []
+    let authorized: AuthorizedPayment | undefined
+    if (chargeable > 0n) authorized = await guard.authorize(request.headers, priceQuote, spec.operationId, { agentId: agent?.id })
+    for (let taken = 0; taken < freeUnits; taken += 1) {
+      const claim = await agents.takeIncludedUnit({
+        accountKey: accountKey as string,
+        meter: meter?.name as string,
+        includedUnits: meter?.includedUnits ?? 0,
+        operationId: spec.operationId,
+      })
+      if (!claim) {
+        // Another call took the free unit first: the price went up, so ask again.
+        await authorized?.release()
+        for (const step of undo) await step()
+        throw guard.paymentRequired(
+          quoteOf(entry, request, amount - BigInt(taken) * (meter?.unitPriceMicros ?? 0n)),
+          'included_unit_taken',
+          'The free unit was used by a concurrent call; pay the full price.',
+        )
+      }
+      undo.push(claim.undo)
+    }
+    request.payment = {
+      protocol: authorized ? authorized.payment.protocol : freeUnits > 0 ? 'included' : 'none',
+      payer: authorized?.payment.payer ?? null,
+      amountMicros: chargeable,
+      agent,
+      includedUnits: freeUnits,
+      units,
+      replayKey: authorized?.payment.replayKey ?? null,
+      bind: bindOf(authorized),
+    }
+    return runPaid(request, reply, authorized, undo, handler)
   }
 
   function plan(entry: CatalogOperation, handler: OperationHandler): OperationHandler {

@@ -15,7 +15,10 @@ import { createPaymentGuard, type PaymentGuard, type PaymentMethod, type Reconci
 import { createAgentStore, PLAN_PURCHASE_EFFECT, type AgentStore } from './agents.ts'
 import { createPaymentOutcomes, type PaymentOutcomes } from './outcomes.ts'
 import { createAccessControl, type AccessControl } from './access.ts'
-import type { Address } from './types.ts'
+import { createPaywall, type Paywall } from './paywall/index.ts'
+import type { Address, Hex } from './types.ts'
+import { createOfferReceiptSigner, offerReceiptKeys, type OfferReceiptSigner } from './x402/offer-receipt.ts'
+import { createPaymentIdentifiers, type PaymentIdentifiers } from './x402/payment-identifier.ts'
 
 export interface PaymentsOptions {
   db: Db
@@ -36,6 +39,10 @@ export interface PaymentsOptions {
   chain?: ChainPort
   /** How long an x402 settlement waits for its receipt before it is recorded as pending. */
   settleTimeoutMs?: number
+  /** OFFER_RECEIPT_SIGNING_KEY ring (first signs); unset = generated once, kept in service_meta. */
+  offerReceiptSigningKeys?: Hex[] | undefined
+  /** How long a completed x402 payment identifier is remembered (default 24 h). */
+  paymentIdentifierTtlMs?: number
 }
 
 export interface Payments {
@@ -47,6 +54,12 @@ export interface Payments {
   outcomes: PaymentOutcomes
   agents: AgentStore
   access: AccessControl
+  /** Signs x402 offer-receipt offers and receipts; `signerAddresses` is what verifiers accept. */
+  offerReceipt: OfferReceiptSigner
+  /** x402 payment-identifier claims (idempotent paid requests). */
+  identifiers: PaymentIdentifiers
+  /** The page a person's browser gets instead of a 402's JSON (mounted by createServiceApp). */
+  paywall: Paywall
   /** Decides open settlements (of the effects registered in this process) from the chain. */
   reconcile(options?: ReconcileOptions): Promise<number>
   close(): Promise<void>
@@ -81,8 +94,12 @@ export async function openPayments(options: PaymentsOptions): Promise<Payments> 
   }
   try {
     const now = () => clock.nowMs()
+    const secretKey = await mppSecret(db, options.mppSecretKey)
+    const offerReceipt = createOfferReceiptSigner(await offerReceiptKeys(db, options.offerReceiptSigningKeys), { now, offerValiditySeconds: 300 })
+    // Stored paid answers are sealed under a key derived from the MPP secret (shared by replicas).
+    const identifiers = createPaymentIdentifiers({ db, secret: secretKey, ...(options.paymentIdentifierTtlMs ? { ttlMs: options.paymentIdentifierTtlMs } : {}) })
     const mpp = createMpp({
-      secretKey: await mppSecret(db, options.mppSecretKey),
+      secretKey,
       realm: new URL(options.gatewayUrl).host,
       recipient: options.payTo,
       getClient: options.tempoRpcUrl ? tempoClientFromUrl(options.tempoRpcUrl) : noTempoRpc,
@@ -91,16 +108,25 @@ export async function openPayments(options: PaymentsOptions): Promise<Payments> 
     })
     const mppMethod: PaymentMethod = { protocol: 'mpp', challenge: (quote) => mpp.challenge(quote), verify: (credential, quote) => mpp.verify(credential, quote) }
     const outcomes = createPaymentOutcomes({ db, logger })
-    const guard = createPaymentGuard({ db, methods: { x402: x402Method({ chain, now, settleTimeoutMs: options.settleTimeoutMs }), mpp: mppMethod }, outcomes, logger })
+    const guard = createPaymentGuard({
+      db,
+      methods: { x402: x402Method({ chain, now, settleTimeoutMs: options.settleTimeoutMs, offerReceipt }), mpp: mppMethod },
+      outcomes,
+      logger,
+    })
     const agents = createAgentStore(
       db,
       clock,
       options.registry.services.flatMap((service) => service.plans),
     )
     outcomes.register(PLAN_PURCHASE_EFFECT, agents.purchaseOutcomes)
-    const access = createAccessControl({ guard, agents, registry: options.registry, payTo: options.payTo, gatewayUrl: options.gatewayUrl, logger })
+    const access = createAccessControl({ guard, agents, registry: options.registry, payTo: options.payTo, gatewayUrl: options.gatewayUrl, logger, identifiers })
     const reconcilers = { x402: x402Reconciler(chain, now), ...(options.tempoRpcUrl ? { mpp: mppReconciler(tempoClientFromUrl(options.tempoRpcUrl), now) } : {}) }
-    const reconcile = (reconcileOptions?: ReconcileOptions) => guard.reconcile(reconcilers, reconcileOptions)
+    const reconcile = async (reconcileOptions?: ReconcileOptions) => {
+      // Expired payment identifiers go on the same loop (claims also take over expired rows).
+      await identifiers.sweep().catch((error: unknown) => logger.warn({ err: error }, 'payment identifier sweep failed'))
+      return guard.reconcile(reconcilers, reconcileOptions)
+    }
     let timer: NodeJS.Timeout | undefined
     if ((options.reconcileEveryMs ?? 30_000) > 0) {
       timer = setInterval(() => {
@@ -115,6 +141,9 @@ export async function openPayments(options: PaymentsOptions): Promise<Payments> 
       outcomes,
       agents,
       access,
+      offerReceipt,
+      identifiers,
+      paywall: createPaywall({ registry: options.registry, gatewayUrl: options.gatewayUrl, payTo: options.payTo }),
       reconcile,
       async close() {
         if (timer) clearInterval(timer)

@@ -1,5 +1,6 @@
 // Shared vocabulary of the payment protocols. Each protocol module (x402, mpp) turns request
 // headers into a VerifiedPayment; the guard reserves, runs the work, then settles through it.
+import type { DiscoveryExtension } from '@x402/extensions/bazaar'
 import type { Address, Hex } from 'viem'
 
 export type Protocol = 'x402' | 'mpp'
@@ -13,6 +14,18 @@ export interface PriceQuote {
   route: string
   description: string
   payTo: Address
+  /** x402 v2 discovery parts of the operation (bazaar extension, resource metadata); see x402/bazaar.ts. */
+  discovery?: QuoteDiscovery
+  /** Concrete path parameters of the request (bazaar `pathParams`). */
+  pathParams?: Record<string, string>
+}
+
+/** Per-operation discovery metadata, computed once from the registry entry. */
+export interface QuoteDiscovery {
+  /** The `bazaar` extension declaration (@x402/extensions/bazaar DiscoveryExtension). */
+  bazaar: DiscoveryExtension
+  serviceName?: string | undefined
+  tags?: string[] | undefined
 }
 
 /** Machine-readable reasons a proof is refused (problem+json `reason`). */

@@ -39,6 +39,8 @@ export interface Config {
   tempoRpcUrl: string | undefined
   /** HMAC key of MPP challenges; unset = generated once and kept in the database. */
   mppSecretKey: string | undefined
+  /** OFFER_RECEIPT_SIGNING_KEY: x402 offer/receipt signing keys, active first; unset = generated once and kept in the database. */
+  offerReceiptSigningKeys: `0x${string}`[] | undefined
   smtpUrl: string | undefined
   mailFrom: string
   /** Where scheduled runs execute: a local bubblewrap sandbox, or Kubernetes Jobs. */
@@ -187,6 +189,11 @@ export const configVariables: readonly Variable[] = [
   { name: 'SETTLER_PRIVATE_KEY', default: '(required with CHAIN_RPC_URL)', doc: 'Hot wallet that submits x402 settlements and pays refunds (needs gas, not USDC).' },
   { name: 'TEMPO_RPC_URL', default: '(unset: MPP charges refused)', doc: 'Tempo JSON-RPC used to verify and broadcast MPP tempo/charge payments ($0 proofs need none).' },
   { name: 'MPP_SECRET_KEY', default: '(generated, kept in the database)', doc: 'HMAC key (≥ 32 bytes) that signs MPP challenges; share it across replicas.' },
+  {
+    name: 'OFFER_RECEIPT_SIGNING_KEY',
+    default: '(generated, kept in the database)',
+    doc: 'secp256k1 private key (0x + 64 hex) that signs x402 offer-receipt offers and receipts (EIP-712); new,old (comma-separated) during a rotation: the first signs, every address is published. Share it across replicas.',
+  },
   {
     name: 'SMTP_URL',
     default: '(unset: dev outbox)',
@@ -429,6 +436,10 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   if (chainRpcUrl && !settlerPrivateKey) throw new ConfigError('SETTLER_PRIVATE_KEY', 'is required when CHAIN_RPC_URL is set')
   if (chainRpcUrl && !env.PAY_TO_ADDRESS) throw new ConfigError('PAY_TO_ADDRESS', 'is required when CHAIN_RPC_URL is set (the default is a dev-chain account)')
   const mppSecretKey = env.MPP_SECRET_KEY || undefined
+  const offerReceiptSigningKeys = env.OFFER_RECEIPT_SIGNING_KEY ? env.OFFER_RECEIPT_SIGNING_KEY.split(',').map((key) => key.trim()) : undefined
+  if (offerReceiptSigningKeys?.some((key) => !/^0x[0-9a-fA-F]{64}$/.test(key))) {
+    throw new ConfigError('OFFER_RECEIPT_SIGNING_KEY', 'must be one or more comma-separated 0x-prefixed 32-byte hex private keys')
+  }
   if (mppSecretKey !== undefined && Buffer.byteLength(mppSecretKey) < 32) throw new ConfigError('MPP_SECRET_KEY', 'must be at least 32 bytes')
   const linkHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host
   const schedulerExecutor = env.SCHEDULER_EXECUTOR || 'local'
@@ -469,6 +480,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     settlerPrivateKey,
     tempoRpcUrl: readUrl(env, 'TEMPO_RPC_URL', http),
     mppSecretKey,
+    offerReceiptSigningKeys: offerReceiptSigningKeys as `0x${string}`[] | undefined,
     smtpUrl: readUrl(env, 'SMTP_URL', ['smtp:', 'smtps:']),
     mailFrom: env.MAIL_FROM || 'agent-gateway@localhost',
     schedulerExecutor,

@@ -41,6 +41,24 @@ export interface HttpAppOptions {
    * worth an operator's eye, not worth taking the listener out of its Service. Undefined = nothing to say.
    */
   diagnostics?: Record<string, () => Promise<Record<string, unknown> | undefined>>
+  /** HTML pages some problems are answered with instead of problem+json (a paywall for a browser). */
+  problemPages?: ProblemPages
+}
+
+/** An HTML answer to a problem: its status and every header it carries. */
+export interface ProblemPage {
+  status: number
+  html: string
+  headers: Record<string, string>
+}
+
+/**
+ * Renders a problem as a page for the requests that should get one (a person's browser), and
+ * mounts the routes those pages load (their script). Every other request gets problem+json.
+ */
+export interface ProblemPages {
+  render(request: FastifyRequest, problem: ProblemBody, headers: Readonly<Record<string, string>>): ProblemPage | undefined
+  register(app: FastifyInstance): void
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -115,6 +133,12 @@ export function sendProblem(reply: FastifyReply, problem: ProblemBody, headers: 
   reply.code(problem.status)
   for (const [name, value] of Object.entries(headers)) reply.header(name, value)
   return reply.type(PROBLEM_CONTENT_TYPE).send(JSON.stringify(problem))
+}
+
+function sendProblemPage(reply: FastifyReply, page: ProblemPage): FastifyReply {
+  reply.code(page.status)
+  for (const [name, value] of Object.entries(page.headers)) reply.header(name, value)
+  return reply.type('text/html; charset=utf-8').send(page.html)
 }
 
 interface AjvIssue {
@@ -417,13 +441,17 @@ export function createHttpApp(options: HttpAppOptions): FastifyInstance {
       // A fault gets its stack; an expected 5xx (a 501, an upstream's 502/503) only the access line.
       if (level === 'error') request.log.error({ err: error }, 'unhandled error')
     }
-    return sendProblem(reply, appError.toProblem(request.url), appError.headers)
+    const problem = appError.toProblem(request.url)
+    const page = options.problemPages?.render(request, problem, appError.headers)
+    return page ? sendProblemPage(reply, page) : sendProblem(reply, problem, appError.headers)
   })
 
   app.setNotFoundHandler((request, reply) => {
     const problem = new AppError('route_not_found', `No route ${request.method} ${request.url.split('?')[0]}`).toProblem(request.url)
-    return sendProblem(reply, problem)
+    const page = options.problemPages?.render(request, problem, {})
+    return page ? sendProblemPage(reply, page) : sendProblem(reply, problem)
   })
+  options.problemPages?.register(app)
 
   // Liveness says the process answers; readiness says its dependencies do and it is not draining.
   app.get('/healthz', { schema: { hide: true } as object, logLevel: 'warn' }, (_request, reply) => {

@@ -23,6 +23,7 @@ export const REDACT_PATHS = [
   'redisUrl',
   'settlerPrivateKey',
   'mppSecretKey',
+  'offerReceiptSigningKeys',
   'smtpUrl',
 ]
 

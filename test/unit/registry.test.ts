@@ -10,6 +10,7 @@ import { createCatalog } from '../../src/catalog/catalog.ts'
 import { buildGuide } from '../../src/catalog/advisor.ts'
 import { createServiceApp } from '../../src/catalog/service-app.ts'
 import { guideHandlers } from '../../src/catalog/routes.ts'
+import { llmsFullTxt, llmsTxt, scopedLlmsTxt } from '../../src/catalog/documents.ts'
 import { createLogger } from '../../src/platform/logger.ts'
 import { createMetrics } from '../../src/platform/metrics.ts'
 
@@ -507,6 +508,29 @@ t.test('advisor ranking over the real registry (every operation built)', async (
   t.equal(buildGuide(catalog, { goal: 'remember facts about the user' }).recommendations[0]?.service, 'memory')
 })
 
+t.test('llms.txt and the advisor point agents at the MCP endpoint', async (t) => {
+  const catalog = createCatalog(registry, { urls, implemented: new Set(allOperations().map((operation) => operation.operationId)) })
+  const context = { catalog, payTo: '0x0000000000000000000000000000000000000001' }
+  const llms = llmsTxt(context)
+  const mcpSection = llms.slice(llms.indexOf('## MCP'), llms.indexOf('## Services'))
+  t.match(mcpSection, `- ${urls.gateway}/mcp: every operation is also an MCP tool named by its operationId`)
+  t.match(mcpSection, 'Streamable HTTP')
+  t.match(mcpSection, 'isError with the x402 PaymentRequired in structuredContent')
+  t.match(mcpSection, 'params._meta["x402/payment"]')
+  t.match(mcpSection, '_meta["x402/payment-response"]')
+  t.match(mcpSection, 'Authorization: Bearer')
+  t.match(llmsFullTxt(context), '## MCP', 'llms-full.txt starts with llms.txt')
+  for (const scope of ['scheduler', 'memory'] as const) t.match(scopedLlmsTxt(catalog, scope), `${urls.gateway}/mcp`, `the ${scope} llms.txt names the endpoint`)
+
+  const guide = buildGuide(catalog, { goal: 'remember facts about the user' })
+  t.match(guide.mcp, { url: `${urls.gateway}/mcp`, transport: 'streamable-http', tool: 'rememberMemory' })
+  t.match(guide.mcp.howToPay, '_meta["x402/payment"]')
+  t.match(guide.steps.at(-1), `call the tool rememberMemory at ${urls.gateway}/mcp`)
+  const nothing = buildGuide(catalog, { goal: 'qwxzv' })
+  t.equal(nothing.mcp.tool, null, 'no recommendation, no tool, but the endpoint is still named')
+  t.equal(nothing.mcp.url, `${urls.gateway}/mcp`)
+})
+
 t.test('fastify mounts every operation with these schemas', async (t) => {
   const catalog = createCatalog(registry, { urls, implemented: new Set(['getAgentGuide', 'postAgentGuide']) })
   const deps = {
@@ -537,6 +561,7 @@ t.test('fastify mounts every operation with these schemas', async (t) => {
   t.equal(guide.statusCode, 200)
   const body = guide.json() as { recommendations: Record<string, unknown>[] }
   t.match(body.recommendations[0], { service: 'songmodel-3-pro', implemented: true, withinBudget: null, price: { amountMicros: '80000' } }, 'guide serializes every field')
+  t.match((body as { mcp?: unknown }).mcp, { url: `${urls.gateway}/mcp`, transport: 'streamable-http', tool: 'generateSongs' }, 'the MCP door is serialized too')
 
   const task = await scheduler.inject({
     method: 'POST',

@@ -11,6 +11,7 @@ import type { PaymentPayload, PaymentRequired } from '@x402/core/types'
 import { ExactEvmScheme } from '@x402/evm/exact/client'
 import { ExactEvmSchemeV1 } from '@x402/evm/exact/v1/client'
 import { wrapFetchWithPayment } from '@x402/fetch'
+import { declarePaymentIdentifierExtension } from '@x402/extensions/payment-identifier'
 import { hashTypedData, recoverTypedDataAddress, toHex } from 'viem'
 import type { Address, Hex } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
@@ -121,7 +122,8 @@ t.test('challenge: v2 PAYMENT-REQUIRED is exactly encodePaymentRequiredHeader of
         extra: { name: 'USD Coin', version: '2' },
       },
     ],
-    extensions: {},
+    // A priced quote without discovery parts or an offer signer declares only payment-identifier.
+    extensions: { 'payment-identifier': declarePaymentIdentifierExtension(false) },
   }
   t.equal(c.headers['PAYMENT-REQUIRED'], encodePaymentRequiredHeader(expected as PaymentRequired))
   t.same(decodePaymentRequiredHeader(c.headers['PAYMENT-REQUIRED']!), expected)

@@ -60,6 +60,16 @@ export const GuideUnavailable = Type.Object(
   { additionalProperties: false, description: 'An operation that matches the goal but is not built yet: it answers 501 and nothing is sold for it' },
 )
 
+export const GuideMcp = Type.Object(
+  {
+    url: Type.String({ description: 'The MCP endpoint: POST JSON-RPC, Streamable HTTP, stateless' }),
+    transport: StringEnum(['streamable-http'] as const),
+    tool: Nullable(Type.String(), { description: 'The tool of the best recommendation (tools are named by operationId); null when nothing is recommended' }),
+    howToPay: Type.String(),
+  },
+  { additionalProperties: false, description: 'Every operation is also an MCP tool at this endpoint' },
+)
+
 export const Guide = Type.Object(
   {
     goal: Type.String(),
@@ -67,6 +77,7 @@ export const Guide = Type.Object(
     unavailable: Type.Array(GuideUnavailable, { maxItems: 10, description: 'Matches of the goal that are not built yet; never recommended' }),
     steps: Type.Array(Type.String()),
     notes: Type.Array(Type.String()),
+    mcp: GuideMcp,
   },
   { additionalProperties: false },
 )

@@ -1,11 +1,13 @@
 // x402 402-challenge: one PriceQuote → the v2 `PAYMENT-REQUIRED` header and the v1 JSON body.
 // The requirements builders are exported so verification compares a proof against exactly the
 // objects the challenge advertised (the x402 v2 and v1 PaymentRequirements shapes).
-import { encodePaymentRequiredHeader } from '@x402/core/http'
-import type { PaymentRequired, PaymentRequirements } from '@x402/core/types'
+import type { PaymentRequired, PaymentRequirements, ResourceInfo } from '@x402/core/types'
 import type { PaymentRequirementsV1 } from '@x402/core/types/v1'
+import { declarePaymentIdentifierExtension, PAYMENT_IDENTIFIER } from '@x402/extensions/payment-identifier'
 import { USDC_BASE_ADDRESS, USDC_EIP712, X402_NETWORK_CAIP2, X402_NETWORK_V1 } from '../networks.ts'
 import type { ChallengeParts, PriceQuote } from '../types.ts'
+import { BAZAAR_KEY, bazaarFor, bazaarOutputSchemaV1 } from './bazaar.ts'
+import { OFFER_RECEIPT_KEY, type OfferReceiptSigner } from './offer-receipt.ts'
 
 export const X402_DEFAULT_MAX_TIMEOUT_SECONDS = 300
 export const X402_MIME_TYPE = 'application/json'
@@ -17,9 +19,14 @@ export interface X402ChallengeOptions {
   maxTimeoutSeconds?: number
   /** `error` string of both challenges. Default "Payment required". */
   error?: string
-  /** v1 only: `outputSchema` of the accepts entry (x402 v1 discovery). Omitted when absent. */
+  /** v1 only: `outputSchema` of the accepts entry (x402 v1 discovery). Default: derived from the quote's bazaar declaration, if any. */
   outputSchema?: Record<string, unknown>
+  /** Signs the `offer-receipt` offers of the v2 challenge (absent: no offer-receipt declared). */
+  offerReceipt?: OfferReceiptSigner | undefined
 }
+
+// Static, so built once: payment-identifier is optional here (see payment-identifier.ts).
+const PAYMENT_IDENTIFIER_DECLARATION = declarePaymentIdentifierExtension(false)
 
 function timeoutOf(options: X402ChallengeOptions): number {
   const s = options.maxTimeoutSeconds ?? X402_DEFAULT_MAX_TIMEOUT_SECONDS
@@ -62,19 +69,34 @@ export function x402RequirementsV1(quote: PriceQuote, options: X402ChallengeOpti
   }
   const extra = { name: USDC_EIP712.name, version: USDC_EIP712.version }
   // The SDK type marks outputSchema required; the wire schema (PaymentRequirementsV1Schema) has it
-  // optional, and the reference v1 body places it between asset and extra.
-  return (options.outputSchema ? { ...base, outputSchema: options.outputSchema, extra } : { ...base, extra }) as PaymentRequirementsV1
+  // optional, and the reference v1 body places it between asset and extra. It is v1's bazaar slot.
+  const outputSchema = options.outputSchema ?? (quote.discovery ? bazaarOutputSchemaV1(quote.discovery) : undefined)
+  return (outputSchema ? { ...base, outputSchema, extra } : { ...base, extra }) as PaymentRequirementsV1
 }
 
 /** The decoded v2 `PAYMENT-REQUIRED` object. */
 export function x402PaymentRequiredV2(quote: PriceQuote, options: X402ChallengeOptions = {}): PaymentRequired {
-  return {
-    x402Version: 2,
-    error: options.error ?? X402_DEFAULT_ERROR,
-    resource: { url: quote.resourceUrl, description: quote.description, mimeType: X402_MIME_TYPE },
-    accepts: [x402RequirementsV2(quote, options)],
-    extensions: {},
+  const accepts = [x402RequirementsV2(quote, options)]
+  const resource: ResourceInfo = { url: quote.resourceUrl, description: quote.description, mimeType: X402_MIME_TYPE }
+  const extensions: Record<string, unknown> = {}
+  if (quote.discovery) {
+    // bazaar: how to call the operation, and the service metadata facilitators list it under.
+    if (quote.discovery.serviceName) resource.serviceName = quote.discovery.serviceName
+    if (quote.discovery.tags) resource.tags = quote.discovery.tags
+    extensions[BAZAAR_KEY] = bazaarFor(quote.discovery, quote.pathParams)
   }
+  // A $0 proof (advisor quote, owner identity) is single-use and never charged: nothing to dedupe.
+  if (quote.amountMicros > 0n) extensions[PAYMENT_IDENTIFIER] = PAYMENT_IDENTIFIER_DECLARATION
+  if (options.offerReceipt) extensions[OFFER_RECEIPT_KEY] = options.offerReceipt.offers(quote.resourceUrl, accepts)
+  return { x402Version: 2, error: options.error ?? X402_DEFAULT_ERROR, resource, accepts, extensions }
+}
+
+/**
+ * The same bytes as `encodePaymentRequiredHeader` (base64 of the UTF-8 JSON), through Buffer:
+ * the SDK's browser-safe encoder maps every byte through a JS array, ~50x slower on a 6 KB 402.
+ */
+export function encodePaymentRequired(required: PaymentRequired): string {
+  return Buffer.from(JSON.stringify(required), 'utf8').toString('base64')
 }
 
 /**
@@ -85,7 +107,7 @@ export function x402PaymentRequiredV2(quote: PriceQuote, options: X402ChallengeO
 export function x402Challenge(quote: PriceQuote, options: X402ChallengeOptions = {}): ChallengeParts {
   const error = options.error ?? X402_DEFAULT_ERROR
   return {
-    headers: { [PAYMENT_REQUIRED_HEADER]: encodePaymentRequiredHeader(x402PaymentRequiredV2(quote, options)) },
+    headers: { [PAYMENT_REQUIRED_HEADER]: encodePaymentRequired(x402PaymentRequiredV2(quote, options)) },
     body: { x402Version: 1, error, accepts: [x402RequirementsV1(quote, options)] },
   }
 }

@@ -1,5 +1,6 @@
 // x402 (`exact`, USDC on Base) for the 402 gateway: challenge → decode → local verify.
 export {
+  encodePaymentRequired,
   PAYMENT_REQUIRED_HEADER,
   X402_DEFAULT_ERROR,
   X402_DEFAULT_MAX_TIMEOUT_SECONDS,
@@ -31,3 +32,15 @@ export { recoverSigner, recoveryBackend, recoveryBackends } from './recover.ts'
 export type { RecoverPublicKey, RecoveryBackendName } from './recover.ts'
 export { VALID_BEFORE_MARGIN_SECONDS, verifyX402 } from './verify.ts'
 export type { X402NonceChecker, X402Verified, X402VerifyOptions } from './verify.ts'
+export { BAZAAR_BUDGET_BYTES, BAZAAR_KEY, bazaarDeclaration, bazaarFor, bazaarOutputSchemaV1, discoveryOf } from './bazaar.ts'
+export { createOfferReceiptSigner, OFFER_RECEIPT_KEY, offerReceiptKeys, parseSigningKeys } from './offer-receipt.ts'
+export type { OfferReceiptSigner } from './offer-receipt.ts'
+export {
+  createPaymentIdentifiers,
+  PAYMENT_ID_FIELD,
+  PAYMENT_ID_LEASE_MS,
+  PAYMENT_ID_TTL_MS,
+  readPaymentIdentifier,
+  requestFingerprint,
+} from './payment-identifier.ts'
+export type { ClaimOutcome, PaymentIdentifiers, StoredResponse } from './payment-identifier.ts'

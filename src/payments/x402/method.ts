@@ -8,6 +8,8 @@ import type { Hex, SettlementOutcome, TransferAuthorization } from '../types.ts'
 import { x402Challenge } from './challenge.ts'
 import { decodeX402Proof } from './decode.ts'
 import { verifyX402 } from './verify.ts'
+import type { OfferReceiptSigner } from './offer-receipt.ts'
+import { OFFER_RECEIPT_KEY } from './offer-receipt.ts'
 
 export interface X402MethodOptions {
   chain: ChainPort
@@ -15,13 +17,15 @@ export interface X402MethodOptions {
   maxTimeoutSeconds?: number
   /** How long settlement waits for the receipt before recording it as pending. */
   settleTimeoutMs?: number
+  /** Signs offer-receipt offers (402) and receipts (v2 PAYMENT-RESPONSE). */
+  offerReceipt?: OfferReceiptSigner | undefined
 }
 
 export function x402Method(options: X402MethodOptions): PaymentMethod {
   const maxTimeoutSeconds = options.maxTimeoutSeconds ?? 300
   return {
     protocol: 'x402',
-    challenge: (quote) => x402Challenge(quote, { maxTimeoutSeconds }),
+    challenge: (quote) => x402Challenge(quote, { maxTimeoutSeconds, offerReceipt: options.offerReceipt }),
     async verify(credential, quote) {
       const proof = decodeX402Proof(credential)
       const verified = await verifyX402(proof, quote, { now: options.now, maxTimeoutSeconds })
@@ -52,7 +56,18 @@ export function x402Method(options: X402MethodOptions): PaymentMethod {
         settle() {
           settled ??= options.chain.settleAuthorization(auth, proof.signature, { timeoutMs: options.settleTimeoutMs }).then(async (result): Promise<SettlementOutcome> => {
             if (result.status === 'confirmed') {
-              const header = encodePaymentResponseHeader({ success: true, transaction: result.txHash, network: network as `${string}:${string}`, payer: verified.payer })
+              // v2 receipts carry the signed offer-receipt receipt; v1 clients get the v1 shape as before.
+              const receipt =
+                proof.version === 2 && options.offerReceipt
+                  ? { [OFFER_RECEIPT_KEY]: options.offerReceipt.receipt({ resourceUrl: quote.resourceUrl, payer: verified.payer, network, transaction: result.txHash }) }
+                  : undefined
+              const header = encodePaymentResponseHeader({
+                success: true,
+                transaction: result.txHash,
+                network: network as `${string}:${string}`,
+                payer: verified.payer,
+                ...(receipt ? { extensions: receipt } : {}),
+              })
               return {
                 status: 'settled',
                 reference: result.txHash,

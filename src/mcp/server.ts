@@ -1,0 +1,117 @@
+// POST /mcp: a stateless Streamable HTTP MCP endpoint (official SDK server) whose tools are the
+// registry's operations. Stateless (no session id), so any replica answers any request: each POST
+// gets its own SDK Server and transport (transport.ts), as the SDK requires of stateless transports;
+// the tool table and list result are built once. GET and DELETE answer 405 (no server-initiated stream, no
+// session to end).
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { Server } from '@modelcontextprotocol/sdk/server/index.js'
+import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js'
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv'
+import type { Catalog } from '../catalog/catalog.ts'
+import { AppError, isAppError } from '../platform/errors.ts'
+import type { Logger } from '../platform/logger.ts'
+import { problemResult, requestOf, resultOf, type CallContext, type ToolResult } from './calls.ts'
+import type { OperationDispatcher } from './dispatcher.ts'
+import { buildToolTable, type ToolTable } from './tools.ts'
+import { PostTransport, jsonRpcError as rpcError } from './transport.ts'
+
+export const MCP_PATH = '/mcp'
+
+export interface McpDeps {
+  catalog: Catalog
+  dispatcher: OperationDispatcher
+  bodyLimitBytes: number
+  logger: Logger
+}
+
+const SERVER_INFO = { name: 'agent-gateway', version: '1.0.0' }
+const INSTRUCTIONS =
+  'Tools are the Agent Gateway operations (gateway, scheduler, memory), named by operationId. Paid tools follow the x402 v2 MCP transport ' +
+  '(_meta["x402/payment"]) and MPP (_meta["org.paymentauth/credential"]); plan tools take Authorization: Bearer; owner tools take a SIGN-IN-WITH-X proof ' +
+  '(_meta["agent-gateway/sign-in-with-x"]) signed for the operation URL in the 401 challenge.'
+const CAPABILITIES = {
+  tools: { listChanged: false },
+  experimental: { payment: { methods: { tempo: { intents: ['charge'] } } }, x402: { version: 2 } },
+}
+
+/** Unparseable JSON reaches the handler as this, so the answer is JSON-RPC's parse error, not a problem. */
+const PARSE_ERROR = Symbol('mcp parse error')
+
+function jsonRpcError(reply: FastifyReply, status: number, code: number, message: string): FastifyReply {
+  return reply
+    .code(status)
+    .type('application/json')
+    .send(rpcError(status, code, message).body)
+}
+
+function contextOf(request: FastifyRequest): CallContext {
+  const prior = request.headers['x-forwarded-for']
+  const remote = request.raw.socket?.remoteAddress ?? ''
+  const chain = [typeof prior === 'string' ? prior : prior?.[0], remote].filter(Boolean).join(', ')
+  return { headers: request.headers, forwardedFor: chain, requestId: request.id }
+}
+
+/**
+ * One for every Server: a Server builds its own ajv instance otherwise (a fifth of a call's CPU),
+ * and only uses it for elicitation, which this endpoint never sends.
+ */
+const validator = new AjvJsonSchemaValidator()
+
+function serverFor(table: ToolTable, deps: McpDeps, context: CallContext): Server {
+  const server = new Server(SERVER_INFO, { capabilities: CAPABILITIES, instructions: INSTRUCTIONS, jsonSchemaValidator: validator })
+  server.setRequestHandler(ListToolsRequestSchema, () => table.list)
+  server.setRequestHandler(CallToolRequestSchema, async (call): Promise<ToolResult> => {
+    const { name } = call.params
+    const tool = table.tools.get(name)
+    if (!tool) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}; tools/list names every tool`)
+    const meta = call.params._meta as Record<string, unknown> | undefined
+    try {
+      const request = requestOf(tool, call.params.arguments ?? {}, meta, context)
+      return resultOf(await deps.dispatcher.dispatch(request), meta)
+    } catch (error) {
+      if (isAppError(error)) return problemResult(error, `mcp://tool/${name}`)
+      deps.logger.error({ err: error, tool: name }, 'mcp: tool call failed')
+      return problemResult(new AppError('unavailable', `${name} could not be reached; nothing was charged by this call. Retry later.`), `mcp://tool/${name}`)
+    }
+  })
+  return server
+}
+
+export function registerMcpRoute(app: FastifyInstance, deps: McpDeps): void {
+  const table = buildToolTable(deps.catalog)
+  const methodNotAllowed = (_request: FastifyRequest, reply: FastifyReply) =>
+    jsonRpcError(reply.header('allow', 'POST'), 405, -32000, 'Method not allowed: this MCP endpoint is stateless; use POST.')
+  app.register(async (scope) => {
+    // JSON-RPC bodies: a malformed one is JSON-RPC's parse error (-32700), not the API's problem+json.
+    scope.removeContentTypeParser('application/json')
+    scope.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: deps.bodyLimitBytes }, (_request, body, done) => {
+      try {
+        done(null, JSON.parse(body as string))
+      } catch {
+        done(null, { [PARSE_ERROR]: true })
+      }
+    })
+    const JsonRpcBody = { anyOf: [{ type: 'object' }, { type: 'array' }], description: 'A JSON-RPC 2.0 message or batch' }
+    const JsonRpcAnswer = { anyOf: [{ type: 'object', additionalProperties: true }, { type: 'array' }, { type: 'null' }] }
+    scope.post(
+      MCP_PATH,
+      { schema: { body: JsonRpcBody, response: { 200: JsonRpcAnswer, 202: { type: 'null' } } }, attachValidation: true, bodyLimit: deps.bodyLimitBytes },
+      async (request, reply) => {
+        const body = request.body as Record<string | symbol, unknown> | undefined
+        if (body?.[PARSE_ERROR]) return jsonRpcError(reply, 400, -32700, 'Parse error: the body is not JSON')
+        if (request.validationError) return jsonRpcError(reply, 400, -32600, 'Invalid Request: a JSON-RPC message (object) or batch (array) is required')
+        const server = serverFor(table, deps, contextOf(request))
+        const transport = new PostTransport()
+        // Not closed afterwards: once it answered, the transport holds nothing, and a close only
+        // builds a "connection closed" error for handlers that are all done.
+        await server.connect(transport)
+        const answer = await transport.answer(request.headers, request.body)
+        reply.code(answer.status as 200)
+        if (answer.body === undefined) return reply.send()
+        return reply.type('application/json').send(answer.body)
+      },
+    )
+    scope.get(MCP_PATH, { schema: { response: { 405: { type: 'object', additionalProperties: true } } } }, methodNotAllowed)
+    scope.delete(MCP_PATH, { schema: { response: { 405: { type: 'object', additionalProperties: true } } } }, methodNotAllowed)
+  })
+}
