@@ -89,7 +89,10 @@ export function requestOf(tool: McpTool, args: Record<string, unknown>, meta: Re
   for (const name of map.path) {
     const value = args[name]
     if (value === undefined || value === '') throw invalid(`arguments.${name} is required (path parameter of ${spec.method} ${spec.path})`, `arguments.${name}`)
-    path = path.replace(`{${name}}`, encodeURIComponent(scalar(value, `arguments.${name}`)))
+    const segment = scalar(value, `arguments.${name}`)
+    // encodeURIComponent keeps dots: a URL parser would fold these into another route's path.
+    if (segment === '.' || segment === '..') throw invalid(`arguments.${name} cannot be "${segment}"`, `arguments.${name}`)
+    path = path.replace(`{${name}}`, encodeURIComponent(segment))
     used.add(name)
   }
   const query = new URLSearchParams()

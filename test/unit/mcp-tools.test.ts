@@ -104,6 +104,12 @@ t.test('arguments: path, query, header and body fields in one object; the body n
   t.equal(requestOf(nested, { id: 'p', 'idempotency-key': 'k', body: { id: 'inner', size: 1 } }, undefined, context).body, '{"id":"inner","size":1}')
   t.throws(() => requestOf(nested, { id: 'p', 'idempotency-key': 'k', body: [] }, undefined, context), { message: /arguments.body/ })
   t.throws(() => requestOf(nested, { 'idempotency-key': 'k' }, undefined, context), { message: /arguments.id/ })
+  for (const dots of ['.', '..'])
+    t.throws(
+      () => requestOf(nested, { id: dots, 'idempotency-key': 'k', body: {} }, undefined, context),
+      { message: /arguments.id cannot be/ },
+      `"${dots}" would reach another route`,
+    )
   t.throws(() => requestOf(nested, { id: 'p', other: 1 }, undefined, context), { message: /arguments.other/ })
   t.throws(() => requestOf(nested, { id: 'p', 'idempotency-key': 'k\r\nx-evil: 1', body: {} }, undefined, context), { message: /arguments.idempotency-key/ })
   t.throws(() => requestOf(nested, { id: 'p', 'idempotency-key': 'k', body: {} }, { 'agent-gateway/authorization': 'Bearer a\nb' }, context), {
