@@ -22,6 +22,7 @@ import { tempo as tempoChain } from 'viem/tempo/chains'
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts'
 import { sandboxAvailable } from '../../controllers/local/sandbox.ts'
 import { startCli, type CliProcess } from '../helpers/cli.ts'
+import { balanceOf, faucet } from '../helpers/dev-chain.ts'
 import { startTempoRpc, type TempoRpcResponder } from '../helpers/tempo-rpc.ts'
 
 const PLAN = 'scheduler-credit-5'
@@ -52,19 +53,6 @@ t.teardown(async () => {
 
 async function json(response: Response): Promise<Json> {
   return (await response.json()) as Json
-}
-
-async function faucet(address: string, amountMicros: bigint): Promise<void> {
-  const response = await fetch(`${cli.gateway}/dev/faucet`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ address, amountMicros: amountMicros.toString() }),
-  })
-  if (response.status !== 200) throw new Error(`faucet: ${response.status}`)
-}
-
-async function balance(address: string): Promise<bigint> {
-  return BigInt((await json(await fetch(`${cli.gateway}/dev/balances/${address}`))).balanceMicros)
 }
 
 async function register(): Promise<string> {
@@ -132,7 +120,7 @@ t.test('tools/list: gateway, scheduler and memory operations with their schemas 
 
 t.test('a plan bought over MCP: the 402 requirements, settled once on-chain, the replay refused, the bearer opens a plan tool', async (t) => {
   const buyer = privateKeyToAccount(generatePrivateKey())
-  await faucet(buyer.address, 20_000_000n)
+  await faucet(cli.gateway, buyer.address, 20_000_000n)
   const token = await register()
   const client = await mcp(t, { authorization: `Bearer ${token}` })
 
@@ -150,21 +138,21 @@ t.test('a plan bought over MCP: the 402 requirements, settled once on-chain, the
   t.equal(wrapped['x402/error'].code, 402)
   t.match(unpaid._meta?.['org.paymentauth/payment-required'], { httpStatus: 402, challenges: [{ method: 'tempo', intent: 'charge' }] }, 'the MPP challenge too')
 
-  const payeeBefore = await balance(PAYEE)
+  const payeeBefore = await balanceOf(cli.gateway, PAYEE)
   const payment = await pay(buyer, required)
   const paid = await call(client, 'purchasePlan', { planId: PLAN }, { 'x402/payment': payment })
   t.notOk(paid.isError, JSON.stringify(paid.structuredContent))
   t.match(paid.structuredContent, { planId: PLAN, status: 'active', creditMicros: '5000000' })
   t.match(paid._meta?.['x402/payment-response'], { success: true, transaction: /^0x[0-9a-f]{64}$/, network: 'eip155:8453' })
   t.equal(paid._meta?.['x402/payment-response'].payer.toLowerCase(), buyer.address.toLowerCase())
-  t.equal(await balance(buyer.address), 15_000_000n, 'the buyer paid the plan price once')
-  t.equal((await balance(PAYEE)) - payeeBefore, PLAN_PRICE, 'the payee received it once')
+  t.equal(await balanceOf(cli.gateway, buyer.address), 15_000_000n, 'the buyer paid the plan price once')
+  t.equal((await balanceOf(cli.gateway, PAYEE)) - payeeBefore, PLAN_PRICE, 'the payee received it once')
 
   const replay = await call(client, 'purchasePlan', { planId: PLAN }, { 'x402/payment': payment })
   t.equal(replay.isError, true)
   t.match(replay._meta?.['agent-gateway/problem'], { code: 'payment_invalid', reason: 'nonce_already_used' })
   t.ok(Array.isArray(replay.structuredContent?.accepts), 'a fresh payment-required result')
-  t.equal(await balance(buyer.address), 15_000_000n, 'nothing settled a second time')
+  t.equal(await balanceOf(cli.gateway, buyer.address), 15_000_000n, 'nothing settled a second time')
 
   // The plan's bearer (the MCP request's Authorization) opens the scheduler's marketplace rail.
   const task = await call(client, 'createTask', {
@@ -193,7 +181,7 @@ t.test('a plan bought over MCP: the 402 requirements, settled once on-chain, the
 
 t.test('a payment identifier over MCP: a retried paid call gets the first answer, charged once; another body with the same id is refused', async (t) => {
   const buyer = privateKeyToAccount(generatePrivateKey())
-  await faucet(buyer.address, 1_000_000n)
+  await faucet(cli.gateway, buyer.address, 1_000_000n)
   const client = await mcp(t)
   const args = { content: `The user prefers dark mode ${crypto.randomUUID()}` }
   const unpaid = await call(client, 'rememberMemory', args)
@@ -204,16 +192,16 @@ t.test('a payment identifier over MCP: a retried paid call gets the first answer
   const id = `mcp_${crypto.randomUUID().replaceAll('-', '')}`
   const first = await call(client, 'rememberMemory', args, { 'x402/payment': await pay(buyer, required, id) })
   t.notOk(first.isError, JSON.stringify(first.structuredContent))
-  t.equal(await balance(buyer.address), 1_000_000n - price, 'paid once')
+  t.equal(await balanceOf(cli.gateway, buyer.address), 1_000_000n - price, 'paid once')
   // The retry signs a new authorization (a client that lost the answer): the first answer comes back.
   const retried = await call(client, 'rememberMemory', args, { 'x402/payment': await pay(buyer, required, id) })
   t.notOk(retried.isError, JSON.stringify(retried.structuredContent))
   t.same(retried.structuredContent, first.structuredContent, 'the original result')
-  t.equal(await balance(buyer.address), 1_000_000n - price, 'never charged twice')
+  t.equal(await balanceOf(cli.gateway, buyer.address), 1_000_000n - price, 'never charged twice')
   const other = await call(client, 'rememberMemory', { content: 'something else' }, { 'x402/payment': await pay(buyer, required, id) })
   t.equal(other.isError, true)
   t.match(other.structuredContent, { status: 409, code: 'payment_identifier_conflict' })
-  t.equal(await balance(buyer.address), 1_000_000n - price)
+  t.equal(await balanceOf(cli.gateway, buyer.address), 1_000_000n - price)
 })
 
 t.test('MPP over MCP: the mppx MCP client pays the payment-required result with a credential in _meta', async (t) => {
@@ -233,7 +221,7 @@ t.test('MPP over MCP: the mppx MCP client pays the payment-required result with 
 
 t.test('a paid scheduler task over MCP: created with x402, run and read with a wallet proof', { skip: sandbox.ok ? false : sandbox.reason }, async (t) => {
   const wallet = privateKeyToAccount(generatePrivateKey())
-  await faucet(wallet.address, 3_000_000n)
+  await faucet(cli.gateway, wallet.address, 3_000_000n)
   const client = await mcp(t)
   const args = {
     'idempotency-key': crypto.randomUUID(),
@@ -252,7 +240,7 @@ t.test('a paid scheduler task over MCP: created with x402, run and read with a w
   t.notOk(created.isError, JSON.stringify(created.structuredContent))
   t.match(created.structuredContent, { rail: 'direct', status: 'active', balance_micros: '1000000' })
   t.ok(created._meta?.['x402/payment-response']?.success)
-  t.equal(await balance(wallet.address), 2_000_000n, 'the escrow left the wallet once')
+  t.equal(await balanceOf(cli.gateway, wallet.address), 2_000_000n, 'the escrow left the wallet once')
   const id = created.structuredContent?.id as string
 
   const anonymous = await call(client, 'getTask', { id })
@@ -267,7 +255,7 @@ t.test('a paid scheduler task over MCP: created with x402, run and read with a w
 
 t.test('a song paid over MCP', async (t) => {
   const buyer = privateKeyToAccount(generatePrivateKey())
-  await faucet(buyer.address, 1_000_000n)
+  await faucet(cli.gateway, buyer.address, 1_000_000n)
   const client = await mcp(t)
   const order = { prompt: 'calm piano with soft strings', candidateCount: 1, durationSec: 30, seed: 3 }
   const unpaid = await call(client, 'generateSongs', order)
@@ -280,7 +268,7 @@ t.test('a song paid over MCP', async (t) => {
   t.notOk(song.isError, JSON.stringify(song.structuredContent)?.slice(0, 500))
   t.match(song.structuredContent, { mimeType: 'audio/mpeg', price_usdc: '0.080000', url: /^http/ })
   t.ok(song._meta?.['x402/payment-response']?.success)
-  t.equal(await balance(buyer.address), 920_000n, 'the buyer paid one song')
+  t.equal(await balanceOf(cli.gateway, buyer.address), 920_000n, 'the buyer paid one song')
   t.equal((await fetch(song.structuredContent?.url)).status, 200)
 })
 

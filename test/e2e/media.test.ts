@@ -15,6 +15,7 @@ import { Ajv } from 'ajv'
 import t from 'tap'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { type CliProcess, startCli } from '../helpers/cli.ts'
+import { balanceOf, faucet } from '../helpers/dev-chain.ts'
 
 const PAYEE = '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266'
 const SONG_PRICE = 80_000n
@@ -116,20 +117,6 @@ t.teardown(async () => {
   await cli?.stop('SIGKILL')
 })
 
-async function faucet(address: string, amountMicros: bigint): Promise<void> {
-  const response = await fetch(`${cli.gateway}/dev/faucet`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ address, amountMicros: amountMicros.toString() }),
-  })
-  t.equal(response.status, 200)
-}
-
-async function balance(address: string): Promise<bigint> {
-  const response = await fetch(`${cli.gateway}/dev/balances/${address}`)
-  return BigInt(((await response.json()) as { balanceMicros: string }).balanceMicros)
-}
-
 /** A fetch that remembers the payment headers it sent, so the test can replay them. */
 function recording(): { fetch: typeof fetch; sent: Headers[] } {
   const sent: Headers[] = []
@@ -166,8 +153,8 @@ async function ebur128(file: string): Promise<{ integrated: number; truePeak: nu
 
 t.test('@x402/fetch buys a 2-candidate mastered song; ffmpeg agrees with the mastering; the replay is refused', async (t) => {
   const buyer = privateKeyToAccount(generatePrivateKey())
-  await faucet(buyer.address, 1_000_000n)
-  const payeeBefore = await balance(PAYEE)
+  await faucet(cli.gateway, buyer.address, 1_000_000n)
+  const payeeBefore = await balanceOf(cli.gateway, PAYEE)
   const { fetch: tracked, sent } = recording()
   const payFetch = wrapFetchWithPayment(tracked, new x402Client().register('eip155:8453', new ExactEvmScheme(buyer)).setSpendControls(false))
   const order = {
@@ -207,8 +194,8 @@ t.test('@x402/fetch buys a 2-candidate mastered song; ffmpeg agrees with the mas
     'each candidate reports its seed',
   )
   t.ok(song.candidates.some((candidate) => candidate.index === song.selectedCandidate))
-  t.equal(await balance(buyer.address), 1_000_000n - 2n * SONG_PRICE, 'the buyer paid exactly the price')
-  t.equal((await balance(PAYEE)) - payeeBefore, 2n * SONG_PRICE, 'the payee received it')
+  t.equal(await balanceOf(cli.gateway, buyer.address), 1_000_000n - 2n * SONG_PRICE, 'the buyer paid exactly the price')
+  t.equal((await balanceOf(cli.gateway, PAYEE)) - payeeBefore, 2n * SONG_PRICE, 'the payee received it')
 
   const audio = await fetch(song.url)
   t.equal(audio.status, 200)
@@ -240,12 +227,12 @@ t.test('@x402/fetch buys a 2-candidate mastered song; ffmpeg agrees with the mas
     body: JSON.stringify(order),
   })
   t.equal(replay.status, 402, 'the replayed proof is refused')
-  t.equal(await balance(buyer.address), 1_000_000n - 2n * SONG_PRICE, 'and nothing more was taken')
+  t.equal(await balanceOf(cli.gateway, buyer.address), 1_000_000n - 2n * SONG_PRICE, 'and nothing more was taken')
 })
 
 t.test('@x402/fetch buys speech: a RIFF PCM mono 24 kHz WAV whose seconds match its samples', async (t) => {
   const buyer = privateKeyToAccount(generatePrivateKey())
-  await faucet(buyer.address, 100_000n)
+  await faucet(cli.gateway, buyer.address, 100_000n)
   const payFetch = wrapFetchWithPayment(fetch, new x402Client().register('eip155:8453', new ExactEvmScheme(buyer)).setSpendControls(false))
   const response = await payFetch(`${cli.gateway}/api/v1/audio/speech/speechmodel-3.1-flash-tts`, {
     method: 'POST',
@@ -257,7 +244,7 @@ t.test('@x402/fetch buys speech: a RIFF PCM mono 24 kHz WAV whose seconds match 
   const speech = JSON.parse(text) as { url: string; seconds: number; sizeBytes: number; price_usdc: string; mimeType: string }
   t.equal(speech.price_usdc, '0.015000')
   t.equal(speech.mimeType, 'audio/wav')
-  t.equal(await balance(buyer.address), 100_000n - 15_000n)
+  t.equal(await balanceOf(cli.gateway, buyer.address), 100_000n - 15_000n)
   const wav = Buffer.from(await (await fetch(speech.url)).arrayBuffer())
   t.equal(wav.length, speech.sizeBytes)
   t.equal(wav.toString('latin1', 0, 4), 'RIFF')

@@ -11,6 +11,7 @@ import { createSIWxPayload, encodeSIWxHeader } from '@x402/extensions/sign-in-wi
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts'
 import path from 'node:path'
 import { repoRoot, startCli, type CliProcess } from '../helpers/cli.ts'
+import { balanceOf, faucet } from '../helpers/dev-chain.ts'
 import { reachableRedis, throwawayDatabase } from '../helpers/servers.ts'
 
 type Json = Record<string, any>
@@ -34,19 +35,6 @@ t.teardown(async () => {
 
 async function json(response: Response): Promise<Json> {
   return (await response.json()) as Json
-}
-
-async function faucet(address: string, amountMicros: bigint): Promise<void> {
-  const response = await fetch(`${cli?.gateway}/dev/faucet`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ address, amountMicros: amountMicros.toString() }),
-  })
-  if (response.status !== 200) throw new Error(`faucet: ${response.status}`)
-}
-
-async function chainBalance(address: string): Promise<bigint> {
-  return BigInt((await json(await fetch(`${cli?.gateway}/dev/balances/${address}`))).balanceMicros)
 }
 
 function payingFetch(account: PrivateKeyAccount): typeof fetch {
@@ -89,7 +77,7 @@ t.test('an x402 buyer deposits, remembers 20 records, recalls, expands, reads th
   if (!cli) return t.skip('no Postgres/Redis', () => {})
   const base = cli.memory
   const buyer = privateKeyToAccount(generatePrivateKey())
-  await faucet(buyer.address, 3_000_000n)
+  await faucet(cli?.gateway as string, buyer.address, 3_000_000n)
   const pay = payingFetch(buyer)
 
   const deposit = await pay(`${base}/api/v1/deposits`, { method: 'POST', headers: { 'x-pay-amount-micros': '1000000' } })
@@ -98,7 +86,7 @@ t.test('an x402 buyer deposits, remembers 20 records, recalls, expands, reads th
   t.equal(deposited.depositedMicros, '1000000')
   t.equal(deposited.balanceMicros, '1000000')
   t.match(deposited.txHash, /^0x[0-9a-f]{64}$/, 'with its settlement transaction')
-  t.equal(await chainBalance(buyer.address), 2_000_000n)
+  t.equal(await balanceOf(cli?.gateway as string, buyer.address), 2_000_000n)
 
   const contents = Array.from({ length: 20 }, (_, i) =>
     i < PLANTED.length ? `Note ${i}: the user keeps a ${PLANTED[i]} in the pantry` : `Note ${i}: ordinary remark number ${i} about the weather and the garden`,
@@ -151,16 +139,16 @@ t.test('an x402 buyer deposits, remembers 20 records, recalls, expands, reads th
   t.equal(account.embeddings.mode, 'lexical')
   t.equal(account.dreaming.enabled, false)
 
-  const before = await chainBalance(buyer.address)
+  const before = await balanceOf(cli?.gateway as string, buyer.address)
   const withdraw = await owner(buyer, `${base}/api/v1/deposits`, { method: 'DELETE' })
   t.equal(withdraw.status, 200)
   const withdrawn = await json(withdraw)
   t.equal(withdrawn.refundedMicros, (1_000_000n - debited).toString(), 'refund = deposit − debits')
   t.match(withdrawn.txHash, /^0x[0-9a-f]{64}$/)
-  t.equal(await chainBalance(buyer.address), before + 1_000_000n - debited, 'the refund arrived on-chain')
+  t.equal(await balanceOf(cli?.gateway as string, buyer.address), before + 1_000_000n - debited, 'the refund arrived on-chain')
   const again = await json(await owner(buyer, `${base}/api/v1/deposits`, { method: 'DELETE' }))
   t.same(again, withdrawn, 'a second withdrawal answers the first (nothing is paid twice)')
-  t.equal(await chainBalance(buyer.address), before + 1_000_000n - debited)
+  t.equal(await balanceOf(cli?.gateway as string, buyer.address), before + 1_000_000n - debited)
 
   const poor = await rememberOnDeposit(buyer, { content: 'one more after the withdrawal' })
   t.equal(poor.status, 402)
@@ -172,7 +160,7 @@ t.test('a marketplace buyer remembers on a plan; a per-call buyer pays 0.001; id
   const base = cli.memory
   const agent = await json(await fetch(`${cli.gateway}/auth/register`, { method: 'POST' }))
   const planBuyer = privateKeyToAccount(generatePrivateKey())
-  await faucet(planBuyer.address, 6_000_000n)
+  await faucet(cli?.gateway as string, planBuyer.address, 6_000_000n)
   const purchase = await payingFetch(planBuyer)(`${cli.gateway}/plans/memory-credit-5/purchase`, {
     method: 'POST',
     headers: { 'svc-agent-authorization': `Bearer ${agent.accessToken}` },
@@ -186,13 +174,13 @@ t.test('a marketplace buyer remembers on a plan; a per-call buyer pays 0.001; id
   t.equal(onPlan.headers.get('x-plan-credit-remaining-micros'), '4999000', 'one memory-ops unit of plan credit')
 
   const stranger = privateKeyToAccount(generatePrivateKey())
-  await faucet(stranger.address, 1_000_000n)
+  await faucet(cli?.gateway as string, stranger.address, 1_000_000n)
   const paid = await payingFetch(stranger)(`${base}/api/v1/memories`, post({ content: shared }))
   t.equal(paid.status, 201)
   const paidBody = await json(paid)
   t.equal(paidBody.rail, 'payg')
   t.equal(paidBody.chargedMicros, '1000')
-  t.equal(await chainBalance(stranger.address), 999_000n)
+  t.equal(await balanceOf(cli?.gateway as string, stranger.address), 999_000n)
 
   const mine = await json(await fetch(`${base}/api/v1/contexts`, post({ query: 'launch code word' }, { authorization: `Bearer ${agent.accessToken}` })))
   t.equal(mine.results.length, 1, 'the plan holder sees only its own record')
@@ -213,7 +201,7 @@ t.test('memory rotate-key re-wraps every data key while the server keeps serving
   if (!cli) return t.skip('no Postgres/Redis', () => {})
   const base = cli.memory
   const before = privateKeyToAccount(generatePrivateKey())
-  await faucet(before.address, 1_000_000n)
+  await faucet(cli?.gateway as string, before.address, 1_000_000n)
   const written = await json(await payingFetch(before)(`${base}/api/v1/memories`, post({ content: 'written before the rotation: lighthouse keeper' })))
   const output = execFileSync(process.execPath, [path.join(repoRoot, 'bin/agent-gateway.js'), 'memory', 'rotate-key'], { cwd: repoRoot, env: cli.env }).toString()
   t.match(output, /active key-encryption key: k-[0-9]{8}-[0-9a-f]+; rewrapped [1-9][0-9]*/, 'a new key, every data key re-wrapped')
@@ -229,7 +217,7 @@ t.test('memory rotate-key re-wraps every data key while the server keeps serving
   const recalled = await json(await owner(before, `${base}/api/v1/contexts`, post({ query: 'lighthouse keeper' })))
   t.equal(recalled.results[0]?.id, written.id, 'an owner from before the rotation still recalls')
   const after = privateKeyToAccount(generatePrivateKey())
-  await faucet(after.address, 1_000_000n)
+  await faucet(cli?.gateway as string, after.address, 1_000_000n)
   const fresh = await payingFetch(after)(`${base}/api/v1/memories`, post({ content: 'written after the rotation: lighthouse keeper' }))
   t.equal(fresh.status, 201, 'a new owner gets a data key under the new key-encryption key (the server reloads its ring)')
   const theirs = await json(await owner(after, `${base}/api/v1/contexts`, post({ query: 'lighthouse keeper' })))

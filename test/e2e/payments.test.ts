@@ -20,6 +20,7 @@ import { createClient, http as viemHttp } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { tempo as tempoChain } from 'viem/tempo/chains'
 import { startCli, type CliProcess } from '../helpers/cli.ts'
+import { balanceOf, faucet } from '../helpers/dev-chain.ts'
 import { startTempoRpc, type TempoRpcResponder } from '../helpers/tempo-rpc.ts'
 
 // The plan the tests buy: one covering a built service (the scheduler's marketplace rail).
@@ -49,16 +50,6 @@ async function register(): Promise<string> {
   return (await json<{ accessToken: string }>(response)).accessToken
 }
 
-async function faucet(address: string, amountMicros: bigint): Promise<bigint> {
-  const response = await fetch(`${cli.gateway}/dev/faucet`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ address, amountMicros: amountMicros.toString() }),
-  })
-  const body = await json<{ balanceMicros: string }>(response)
-  return BigInt(body.balanceMicros)
-}
-
 /** Creates an on-demand scheduler task on the marketplace rail: the plan token alone, no payment. */
 function marketplaceTask(token: string, key: string): Promise<Response> {
   return fetch(`${cli.scheduler}/api/v1/tasks`, {
@@ -66,10 +57,6 @@ function marketplaceTask(token: string, key: string): Promise<Response> {
     headers: { authorization: `Bearer ${token}`, 'idempotency-key': key, 'content-type': 'application/json' },
     body: JSON.stringify({ runtime: 'python', entrypoint: 'main.py', source: 'print("hi")', max_runtime_sec: 10, max_sibling_calls: 0, max_amount_usdc_micros: 5_000 }),
   })
-}
-
-async function balance(address: string): Promise<bigint> {
-  return BigInt((await json<{ balanceMicros: string }>(await fetch(`${cli.gateway}/dev/balances/${address}`))).balanceMicros)
 }
 
 /**
@@ -94,8 +81,8 @@ function recording(options: { v1Only?: boolean } = {}): { fetch: typeof fetch; s
 
 t.test('x402 v2 with @x402/fetch buys a plan, settles on the local EVM, and a replay is refused', async (t) => {
   const buyer = privateKeyToAccount(generatePrivateKey())
-  await faucet(buyer.address, 20_000_000n)
-  const payeeBefore = await balance('0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266')
+  await faucet(cli.gateway, buyer.address, 20_000_000n)
+  const payeeBefore = await balanceOf(cli.gateway, '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266')
   const token = await register()
   const { fetch: tracked, sent } = recording()
   const payFetch = wrapFetchWithPayment(tracked, new x402Client().register('eip155:8453', new ExactEvmScheme(buyer)).setSpendControls(false))
@@ -109,8 +96,8 @@ t.test('x402 v2 with @x402/fetch buys a plan, settles on the local EVM, and a re
   const receipt = decodePaymentResponseHeader(response.headers.get('payment-response') ?? '')
   t.equal(receipt.success, true)
   t.match(receipt.transaction, /^0x[0-9a-f]{64}$/)
-  t.equal(await balance(buyer.address), 15_000_000n, 'buyer paid exactly the plan price')
-  t.equal((await balance('0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266')) - payeeBefore, PLAN_PRICE, 'payee received it')
+  t.equal(await balanceOf(cli.gateway, buyer.address), 15_000_000n, 'buyer paid exactly the plan price')
+  t.equal((await balanceOf(cli.gateway, '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266')) - payeeBefore, PLAN_PRICE, 'payee received it')
 
   const proof = sent.map((headers) => headers.get('payment-signature')).find(Boolean)
   t.ok(proof, 'the client sent PAYMENT-SIGNATURE')
@@ -120,7 +107,7 @@ t.test('x402 v2 with @x402/fetch buys a plan, settles on the local EVM, and a re
   })
   t.equal(replay.status, 402)
   t.equal((await json(replay)).reason, 'nonce_already_used')
-  t.equal(await balance(buyer.address), 15_000_000n, 'nothing charged for the replay')
+  t.equal(await balanceOf(cli.gateway, buyer.address), 15_000_000n, 'nothing charged for the replay')
 
   // The plan now covers the scheduler: the token alone creates a task on the marketplace rail.
   const task = await marketplaceTask(token, 'x402-v2-plan')
@@ -131,7 +118,7 @@ t.test('x402 v2 with @x402/fetch buys a plan, settles on the local EVM, and a re
 
 t.test('x402 v1 (X-PAYMENT) buys a plan', async (t) => {
   const buyer = privateKeyToAccount(generatePrivateKey())
-  await faucet(buyer.address, 5_000_000n)
+  await faucet(cli.gateway, buyer.address, 5_000_000n)
   const token = await register()
   const { fetch: tracked, sent } = recording({ v1Only: true })
   const payFetch = wrapFetchWithPayment(tracked, new x402Client().registerV1('base', new ExactEvmSchemeV1(buyer)).setSpendControls(false))
@@ -142,7 +129,7 @@ t.test('x402 v1 (X-PAYMENT) buys a plan', async (t) => {
     sent.some((headers) => headers.get('x-payment')),
     'the v1 client sent X-PAYMENT',
   )
-  t.equal(await balance(buyer.address), 0n)
+  t.equal(await balanceOf(cli.gateway, buyer.address), 0n)
 })
 
 t.test('MPP with the mppx client buys a plan through the Tempo RPC port, and a replay is refused', async (t) => {
@@ -260,7 +247,7 @@ t.test('a plan covering only unbuilt operations is not sold: 409 before the 402'
   t.ok(sold.includes(PLAN), `${PLAN} is purchasable`)
   const token = await register()
   const buyer = privateKeyToAccount(generatePrivateKey())
-  await faucet(buyer.address, 20_000_000n)
+  await faucet(cli.gateway, buyer.address, 20_000_000n)
   const payFetch = wrapFetchWithPayment(fetch, new x402Client().register('eip155:8453', new ExactEvmScheme(buyer)).setSpendControls(false))
   for (const planId of unsold) {
     for (const headers of [{}, { 'svc-agent-authorization': `Bearer ${token}` }] as Record<string, string>[]) {
@@ -281,7 +268,7 @@ t.test('a plan covering only unbuilt operations is not sold: 409 before the 402'
     const paid = await payFetch(`${cli.gateway}/plans/${planId}/purchase`, { method: 'POST', headers: { 'svc-agent-authorization': `Bearer ${token}` } })
     t.equal(paid.status, 409)
   }
-  t.equal(await balance(buyer.address), 20_000_000n, 'nothing was charged')
+  t.equal(await balanceOf(cli.gateway, buyer.address), 20_000_000n, 'nothing was charged')
   const offered = await fetch(`${cli.gateway}/plans/${PLAN}/purchase`, { method: 'POST', headers: { 'svc-agent-authorization': `Bearer ${token}` } })
   t.equal(offered.status, 402, 'a plan covering a built service still answers the 402')
   t.ok(offered.headers.get('payment-required'))
@@ -329,7 +316,7 @@ t.test('a human claims an agent through the e-mailed code', async (t) => {
 t.test('agents, plans and chain balances survive a restart', async (t) => {
   const token = await register()
   const buyer = privateKeyToAccount(generatePrivateKey())
-  await faucet(buyer.address, 5_000_000n)
+  await faucet(cli.gateway, buyer.address, 5_000_000n)
   const payFetch = wrapFetchWithPayment(fetch, new x402Client().register('eip155:8453', new ExactEvmScheme(buyer)).setSpendControls(false))
   const bought = await payFetch(`${cli.gateway}/plans/${PLAN}/purchase`, { method: 'POST', headers: { 'svc-agent-authorization': `Bearer ${token}` } })
   t.equal(bought.status, 200)
@@ -337,5 +324,5 @@ t.test('agents, plans and chain balances survive a restart', async (t) => {
   cli = await startCli({ dataDir, env: { TEMPO_RPC_URL: rpc.url } })
   const task = await marketplaceTask(token, 'after-restart')
   t.equal(task.status, 201, 'token and plan still valid after restart')
-  t.equal(await balance(buyer.address), 0n, 'chain state kept')
+  t.equal(await balanceOf(cli.gateway, buyer.address), 0n, 'chain state kept')
 })

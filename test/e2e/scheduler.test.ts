@@ -8,6 +8,7 @@ import { wrapFetchWithPayment } from '@x402/fetch'
 import { createSIWxPayload, encodeSIWxHeader } from '@x402/extensions/sign-in-with-x'
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts'
 import { startCli, type CliProcess } from '../helpers/cli.ts'
+import { balanceOf, faucet } from '../helpers/dev-chain.ts'
 import { sandboxAvailable } from '../../controllers/local/sandbox.ts'
 
 let cli: CliProcess
@@ -24,19 +25,6 @@ type Json = Record<string, any>
 
 async function json(response: Response): Promise<Json> {
   return (await response.json()) as Json
-}
-
-async function faucet(address: string, amountMicros: bigint): Promise<void> {
-  const response = await fetch(`${cli.gateway}/dev/faucet`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ address, amountMicros: amountMicros.toString() }),
-  })
-  if (response.status !== 200) throw new Error(`faucet: ${response.status}`)
-}
-
-async function balance(address: string): Promise<bigint> {
-  return BigInt((await json(await fetch(`${cli.gateway}/dev/balances/${address}`))).balanceMicros)
 }
 
 function payingFetch(account: PrivateKeyAccount): typeof fetch {
@@ -85,7 +73,7 @@ t.test(
   { skip: available.ok ? false : available.reason },
   async (t) => {
     const wallet = privateKeyToAccount(generatePrivateKey())
-    await faucet(wallet.address, 5_000_000n)
+    await faucet(cli.gateway, wallet.address, 5_000_000n)
     const pay = payingFetch(wallet)
     const key = crypto.randomUUID()
     const body = createBody()
@@ -115,7 +103,7 @@ t.test(
     const task = await json(created)
     t.match(task, { status: 'active', rail: 'direct', estimated_ceiling_micros: '3000', balance_micros: '1000000', env_keys: ['GREETING'] })
     t.notOk('env' in task, 'env is never returned')
-    t.equal(await balance(wallet.address), 4_000_000n, 'the escrow left the wallet')
+    t.equal(await balanceOf(cli.gateway, wallet.address), 4_000_000n, 'the escrow left the wallet')
 
     // Idempotent retry: the same task, nothing paid again; another body with the same key: 409.
     const retry = await fetch(`${cli.scheduler}/api/v1/tasks`, {
@@ -132,7 +120,7 @@ t.test(
     })
     t.equal(conflict.status, 409)
     t.equal((await json(conflict)).code, 'IDEMPOTENCY_CONFLICT')
-    t.equal(await balance(wallet.address), 4_000_000n)
+    t.equal(await balanceOf(cli.gateway, wallet.address), 4_000_000n)
 
     const base = `${cli.scheduler}/api/v1/tasks/${task.id}`
     // Owner endpoints need the wallet proof; a stranger's proof finds nothing.
@@ -224,7 +212,7 @@ t.test(
     )
 
     // Delete: the refund equals everything paid minus the cumulative cost, on-chain.
-    const walletBefore = await balance(wallet.address)
+    const walletBefore = await balanceOf(cli.gateway, wallet.address)
     const final = await json(await owner(wallet, base))
     const deleted = await owner(wallet, base, { method: 'DELETE' })
     t.equal(deleted.status, 200)
@@ -237,17 +225,17 @@ t.test(
     t.equal(BigInt(closing.refunded_micros), funded_ - cost, 'refund = max_amount (+ top-ups) - cumulative cost')
     t.match(closing.refund_tx_hash, /^0x[0-9a-f]{64}$/)
     t.equal(ledger.sum_micros, '0', 'the ledger of a deleted task sums to 0')
-    t.equal(await balance(wallet.address), walletBefore + funded_ - cost, 'the refund arrived on-chain')
+    t.equal(await balanceOf(cli.gateway, wallet.address), walletBefore + funded_ - cost, 'the refund arrived on-chain')
     const again = await owner(wallet, base, { method: 'DELETE' })
     t.equal(again.status, 200, 'DELETE is idempotent')
     t.equal((await json(again)).refunded_micros, closing.refunded_micros)
-    t.equal(await balance(wallet.address), walletBefore + funded_ - cost, 'and refunds once')
+    t.equal(await balanceOf(cli.gateway, wallet.address), walletBefore + funded_ - cost, 'and refunds once')
   },
 )
 
 t.test('two concurrent webhook calls: one runs, the other gets 429', { skip: available.ok ? false : available.reason }, async (t) => {
   const wallet = privateKeyToAccount(generatePrivateKey())
-  await faucet(wallet.address, 1_000_000n)
+  await faucet(cli.gateway, wallet.address, 1_000_000n)
   const created = await payingFetch(wallet)(`${cli.scheduler}/api/v1/tasks`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'idempotency-key': crypto.randomUUID(), 'x-pay-amount-micros': '200000' },

@@ -33,6 +33,7 @@ import {
 import { appendPaymentIdentifierToExtensions, generatePaymentId, PAYMENT_IDENTIFIER } from '@x402/extensions/payment-identifier'
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts'
 import { startCli, type CliProcess } from '../helpers/cli.ts'
+import { balanceOf, faucet } from '../helpers/dev-chain.ts'
 
 const PLAN = 'scheduler-credit-5'
 const OTHER_PLAN = 'memory-credit-5'
@@ -53,19 +54,6 @@ t.teardown(async () => {
 async function register(): Promise<string> {
   const response = await fetch(`${cli.gateway}/auth/register`, { method: 'POST' })
   return ((await response.json()) as { accessToken: string }).accessToken
-}
-
-async function faucet(address: string, amountMicros: bigint): Promise<void> {
-  await fetch(`${cli.gateway}/dev/faucet`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ address, amountMicros: amountMicros.toString() }),
-  })
-}
-
-async function balance(address: string): Promise<bigint> {
-  const response = await fetch(`${cli.gateway}/dev/balances/${address}`)
-  return BigInt(((await response.json()) as { balanceMicros: string }).balanceMicros)
 }
 
 /** @x402/fetch with the payment-identifier extension: every payment this client makes carries `id()`. */
@@ -124,7 +112,7 @@ t.test('the 402 declares bazaar, payment-identifier and a signed offer; each che
 
 t.test('payment-identifier: a retry gets the original answer and pays once; another request with the id is 409', async (t) => {
   const buyer = privateKeyToAccount(generatePrivateKey())
-  await faucet(buyer.address, 30_000_000n)
+  await faucet(cli.gateway, buyer.address, 30_000_000n)
   const token = await register()
   const id = generatePaymentId()
   const sent: PaymentPayload[] = []
@@ -134,7 +122,7 @@ t.test('payment-identifier: a retry gets the original answer and pays once; anot
   t.equal(first.status, 200)
   const firstBody = await first.text()
   t.match(JSON.parse(firstBody), { planId: PLAN, status: 'active' })
-  t.equal(await balance(buyer.address), 25_000_000n, 'paid once')
+  t.equal(await balanceOf(cli.gateway, buyer.address), 25_000_000n, 'paid once')
   t.equal((sent[0]?.extensions?.[PAYMENT_IDENTIFIER] as { info: { id: string } }).info.id, id, 'the client sent the id')
 
   // The receipt: signed by our key, matching the offer the client accepted and its wallet.
@@ -154,24 +142,24 @@ t.test('payment-identifier: a retry gets the original answer and pays once; anot
   t.equal(retry.headers.get('payment-response'), first.headers.get('payment-response'), 'the same receipt')
   t.equal(retry.headers.get('x-payment-identifier-replay'), 'true')
   t.equal(sent.length, 2, 'the client signed again')
-  t.equal(await balance(buyer.address), 25_000_000n, 'the retry charged nothing')
+  t.equal(await balanceOf(cli.gateway, buyer.address), 25_000_000n, 'the retry charged nothing')
 
   const otherBody = await purchase(pay, token, PLAN, { note: 'another request' })
   t.equal(otherBody.status, 409)
   t.match(await otherBody.json(), { code: 'payment_identifier_conflict', field: `header.payment-signature.extensions.${PAYMENT_IDENTIFIER}.info.id` })
   const otherPath = await purchase(pay, token, OTHER_PLAN)
   t.equal(otherPath.status, 409)
-  t.equal(await balance(buyer.address), 25_000_000n, 'nothing charged for the conflicts')
+  t.equal(await balanceOf(cli.gateway, buyer.address), 25_000_000n, 'nothing charged for the conflicts')
 
   // Another payer presenting the id cannot read the answer.
   const thief = privateKeyToAccount(generatePrivateKey())
-  await faucet(thief.address, 10_000_000n)
+  await faucet(cli.gateway, thief.address, 10_000_000n)
   const stolen = await purchase(
     payingFetch(thief, () => id),
     token,
   )
   t.equal(stolen.status, 409)
-  t.equal(await balance(thief.address), 10_000_000n)
+  t.equal(await balanceOf(cli.gateway, thief.address), 10_000_000n)
 
   // A new id buys again.
   const again = await purchase(
@@ -179,12 +167,12 @@ t.test('payment-identifier: a retry gets the original answer and pays once; anot
     token,
   )
   t.equal(again.status, 200)
-  t.equal(await balance(buyer.address), 20_000_000n)
+  t.equal(await balanceOf(cli.gateway, buyer.address), 20_000_000n)
 })
 
 t.test('payment-identifier: concurrent duplicates charge once', async (t) => {
   const buyer = privateKeyToAccount(generatePrivateKey())
-  await faucet(buyer.address, 50_000_000n)
+  await faucet(cli.gateway, buyer.address, 50_000_000n)
   const token = await register()
   const id = generatePaymentId()
   const pay = payingFetch(buyer, () => id)
@@ -199,18 +187,18 @@ t.test('payment-identifier: concurrent duplicates charge once', async (t) => {
     t.match(await answer.json(), { code: 'payment_in_progress', retryable: true })
     t.ok(Number(answer.headers.get('retry-after')) > 0, 'Retry-After')
   }
-  t.equal(await balance(buyer.address), 45_000_000n, 'charged exactly once')
+  t.equal(await balanceOf(cli.gateway, buyer.address), 45_000_000n, 'charged exactly once')
   const after = await purchase(pay, token)
   t.equal(after.status, 200, 'a later retry gets the answer')
-  t.equal(await balance(buyer.address), 45_000_000n)
+  t.equal(await balanceOf(cli.gateway, buyer.address), 45_000_000n)
 })
 
 t.test('a client that sends no id pays per request as before', async (t) => {
   const buyer = privateKeyToAccount(generatePrivateKey())
-  await faucet(buyer.address, 10_000_000n)
+  await faucet(cli.gateway, buyer.address, 10_000_000n)
   const token = await register()
   const plain = wrapFetchWithPayment(fetch, new x402Client().register('eip155:8453', new ExactEvmScheme(buyer)).setSpendControls(false))
   t.equal((await purchase(plain, token)).status, 200)
   t.equal((await purchase(plain, token)).status, 200)
-  t.equal(await balance(buyer.address), 0n, 'two purchases, two charges')
+  t.equal(await balanceOf(cli.gateway, buyer.address), 0n, 'two purchases, two charges')
 })

@@ -12,6 +12,7 @@ import path from 'node:path'
 import type { Browser } from 'playwright-core'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { startCli, type CliProcess } from '../helpers/cli.ts'
+import { balanceOf, faucet } from '../helpers/dev-chain.ts'
 import { launchChromium } from '../helpers/reviewer-driver.ts'
 
 // The browser global of the functions evaluated in the page (the project's tsconfig has no DOM lib).
@@ -49,20 +50,6 @@ t.teardown(async () => {
   await cli?.stop('SIGKILL')
 })
 
-async function balance(address: string): Promise<bigint> {
-  const response = await fetch(`${cli.gateway}/dev/balances/${address}`)
-  return BigInt(((await response.json()) as { balanceMicros: string }).balanceMicros)
-}
-
-async function faucet(address: string, amountMicros: bigint): Promise<void> {
-  const response = await fetch(`${cli.gateway}/dev/faucet`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ address, amountMicros: amountMicros.toString() }),
-  })
-  if (!response.ok) throw new Error(`faucet answered ${response.status}`)
-}
-
 interface TypedDataRequest {
   domain: Record<string, unknown>
   types: Record<string, { name: string; type: string }[]>
@@ -72,7 +59,7 @@ interface TypedDataRequest {
 
 t.test('a person pays a paid operation from the paywall page with a browser wallet', async (t) => {
   const buyer = privateKeyToAccount(generatePrivateKey())
-  await faucet(buyer.address, FUNDS)
+  await faucet(cli.gateway, buyer.address, FUNDS)
   const signed: TypedDataRequest[] = []
 
   const page = await browser.newPage({ viewport: { width: 390, height: 844 } })
@@ -136,7 +123,7 @@ t.test('a person pays a paid operation from the paywall page with a browser wall
     'the EIP-712 domain of USDC on Base',
   )
   t.equal(signed[0]?.message.value, WRITE_PRICE.toString())
-  t.equal(await balance(buyer.address), FUNDS - WRITE_PRICE, 'charged exactly once')
+  t.equal(await balanceOf(cli.gateway, buyer.address), FUNDS - WRITE_PRICE, 'charged exactly once')
   t.same(problems, [], 'no script error and no CSP violation')
 })
 
