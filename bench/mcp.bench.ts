@@ -10,8 +10,6 @@
 // BENCH_DB=postgres (TEST_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/test) runs on a
 // throw-away Postgres database and adds its backends' CPU (/proc/<pid>/stat) in its own column.
 import { spawn, type ChildProcess } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
-import { readFileSync } from 'node:fs'
 import os from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads'
@@ -20,24 +18,12 @@ import { x402Client, x402HTTPClient } from '@x402/core/client'
 import { encodePaymentSignatureHeader } from '@x402/core/http'
 import type { PaymentPayload, PaymentRequired } from '@x402/core/types'
 import { ExactEvmScheme } from '@x402/evm/exact/client'
-import type { Address, Hex } from 'viem'
+import type { Hex } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
-import { createHttpApp } from '../src/platform/http.ts'
-import { createLogger } from '../src/platform/logger.ts'
-import { createMetrics } from '../src/platform/metrics.ts'
-import { systemClock } from '../src/platform/clock.ts'
-import { openDb, type Db } from '../src/platform/db/index.ts'
-import { migrate } from '../src/platform/db/migrate.ts'
-import { openKeyValue } from '../src/platform/kv/index.ts'
-import { createCatalog } from '../src/catalog/catalog.ts'
-import { mountOperations } from '../src/catalog/routes.ts'
-import { PAID_HELLO_PATH, paidHelloRegistry } from './paid-hello.ts'
-import { openPayments } from '../src/payments/index.ts'
+import { PAID_HELLO_PATH, servePaidHello, throwawayPostgres } from './paid-hello.ts'
 import { createOperationDispatcher } from '../src/mcp/dispatcher.ts'
 import { registerMcpRoute } from '../src/mcp/server.ts'
-import { memoryChain, memoryUsdc } from '../test/helpers/memory-chain.ts'
 
-const FUNDS = 10n ** 15n
 const PATH = PAID_HELLO_PATH
 const NETWORK = 'eip155:8453'
 const THIS_FILE = fileURLToPath(import.meta.url)
@@ -75,77 +61,10 @@ async function signInWorkers(paymentRequired: PaymentRequired, keys: Hex[], coun
 
 // ------------------------------------------------------------------ the server (child process)
 
-/** CPU seconds of the database backends (Postgres), each pid's last sample kept once it exits. */
-function cpuOfPids(pids: number[], seen: Map<number, number>): number {
-  for (const pid of pids) {
-    try {
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
-      seen.set(pid, (Number(fields[11]) + Number(fields[12])) / 100) // USER_HZ
-    } catch {
-      // the backend exited: keep its last sample
-    }
-  }
-  let total = 0
-  for (const value of seen.values()) total += value
-  return total
-}
-
-/** A throw-away Postgres database (dropped at the end). */
-async function throwawayPostgres(): Promise<{ url: string; drop(): Promise<void> }> {
-  const base = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
-  const admin = await openDb({ kind: 'postgres', url: base, poolMax: 1, connectTimeoutMs: 3000 })
-  const name = `agw_bench_${randomBytes(6).toString('hex')}`
-  await admin.exec(`create database ${name}`)
-  const url = new URL(base)
-  url.pathname = `/${name}`
-  return {
-    url: url.toString(),
-    async drop() {
-      await admin.exec(`drop database if exists ${name} with (force)`)
-      await admin.close()
-    },
-  }
-}
-
 async function serve(): Promise<void> {
-  const buyers = (process.env.BENCH_BUYERS ?? '').split(',').filter(Boolean) as Address[]
-  const payTo = process.env.BENCH_PAY_TO as Address
-  const databaseUrl = process.env.BENCH_DATABASE_URL
-  const db: Db = databaseUrl ? await openDb({ kind: 'postgres', url: databaseUrl, poolMax: 10 }) : await openDb({ kind: 'pglite', dataDir: 'memory://' })
-  await migrate(db)
-  const kv = await openKeyValue({ kind: 'memory' })
-  const logger = createLogger('silent')
-  const token = memoryUsdc()
-  for (const buyer of buyers) token.mint(buyer, FUNDS)
-  const gatewayUrl = 'https://gw.bench'
-  const registry = paidHelloRegistry
-  const payments = await openPayments({ db, kv, logger, clock: systemClock, registry, dataDir: '', payTo, gatewayUrl, chain: memoryChain(token), reconcileEveryMs: 0 })
-  const catalog = createCatalog(registry, { urls: { gateway: gatewayUrl, scheduler: gatewayUrl, memory: gatewayUrl }, implemented: new Set(['paidHello']) })
-  const bodyLimitBytes = 1 << 20
-  const app = createHttpApp({ name: 'gateway', logger, metrics: createMetrics({ defaultMetrics: false }), bodyLimitBytes })
-  app.decorateRequest('payment', null)
-  mountOperations(app, catalog.operations, { paidHello: async () => ({ ok: true }) }, (entry, handler) => payments.access.wrap(entry, handler))
-  registerMcpRoute(app, { catalog, dispatcher: createOperationDispatcher({ local: new Map([['gateway', app]]), urls: catalog.urls }), bodyLimitBytes, logger })
-  const backendCpu = new Map<number, number>()
-  app.get('/__cpu', async () => {
-    const u = process.cpuUsage()
-    let database = 0
-    if (db.kind === 'postgres') {
-      const rows = await db.query<{ pid: number }>(`select pid from pg_stat_activity where datname = current_database()`)
-      database = cpuOfPids(
-        rows.map((r) => r.pid),
-        backendCpu,
-      )
-    }
-    return { seconds: (u.user + u.system) / 1e6, database }
+  await servePaidHello(({ app, catalog, bodyLimitBytes, logger }) => {
+    registerMcpRoute(app, { catalog, dispatcher: createOperationDispatcher({ local: new Map([['gateway', app]]), urls: catalog.urls }), bodyLimitBytes, logger })
   })
-  app.get('/__stats', async () => {
-    const rows = await db.query<{ event: string; n: bigint }>(`select event, count(*)::int8 as n from payments_ledger group by event`)
-    return { transfers: token.transfers, payeeMicros: token.balanceOf(payTo).toString(), ledger: Object.fromEntries(rows.map((r) => [r.event, Number(r.n)])) }
-  })
-  await app.listen({ host: '127.0.0.1', port: 0 })
-  const address = app.server.address()
-  console.log(`ready ${typeof address === 'object' && address ? address.port : 0}`)
 }
 
 // ------------------------------------------------------------------ the benchmark
@@ -243,7 +162,9 @@ async function main(): Promise<void> {
   const rounds = Number(process.env.BENCH_ROUNDS ?? 2)
   const keys = Array.from({ length: 8 }, () => generatePrivateKey())
   const payTo = privateKeyToAccount(generatePrivateKey()).address
-  const postgres = process.env.BENCH_DB === 'postgres' ? await throwawayPostgres() : undefined
+  const throwaway = process.env.BENCH_DB === 'postgres' ? await throwawayPostgres() : undefined
+  if (typeof throwaway === 'string') throw new Error(throwaway)
+  const postgres = throwaway
   const database = postgres ? 'Postgres (local)' : 'PGlite memory://'
   const server = await startServer({
     BENCH_BUYERS: keys.map((k) => privateKeyToAccount(k).address).join(','),

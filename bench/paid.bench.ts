@@ -10,8 +10,6 @@
 //   BENCH_REQUESTS=20000 BENCH_REFERENCE_REQUESTS=4000 BENCH_WARMUP=1000 BENCH_CONNECTIONS=50 \
 //   BENCH_DB=pglite,postgres TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npx node bench/paid.bench.ts
 import { spawn, type ChildProcess } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
-import { readFileSync } from 'node:fs'
 import type { Server } from 'node:http'
 import os from 'node:os'
 import { fileURLToPath } from 'node:url'
@@ -29,21 +27,11 @@ import { ExactEvmScheme as ExactEvmServerScheme } from '@x402/evm/exact/server'
 import { wrapFetchWithPayment } from '@x402/fetch'
 import type { Address, Hex } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
-import { createHttpApp } from '../src/platform/http.ts'
-import { createLogger } from '../src/platform/logger.ts'
-import { createMetrics } from '../src/platform/metrics.ts'
-import { systemClock } from '../src/platform/clock.ts'
-import { openDb, pgErrorCode, type Db } from '../src/platform/db/index.ts'
-import { migrate } from '../src/platform/db/migrate.ts'
-import { openKeyValue } from '../src/platform/kv/index.ts'
-import { createCatalog } from '../src/catalog/catalog.ts'
-import { mountOperations } from '../src/catalog/routes.ts'
-import { PAID_HELLO_PATH, paidHelloRegistry } from './paid-hello.ts'
-import { openPayments } from '../src/payments/index.ts'
+import { BUYER_FUNDS, PAID_HELLO_PATH, servePaidHello, throwawayPostgres } from './paid-hello.ts'
 import { recoveryBackend } from '../src/payments/x402/index.ts'
-import { memoryChain, memoryFacilitatorSigner, memoryUsdc } from '../test/helpers/memory-chain.ts'
+import { memoryFacilitatorSigner, memoryUsdc } from '../test/helpers/memory-chain.ts'
 
-const FUNDS = 10n ** 15n // per buyer
+const FUNDS = BUYER_FUNDS
 const PATH = PAID_HELLO_PATH
 const NETWORK = 'eip155:8453'
 const THIS_FILE = fileURLToPath(import.meta.url)
@@ -76,64 +64,6 @@ interface ServerEnv {
 
 function serverEnv(): ServerEnv {
   return { buyers: (process.env.BENCH_BUYERS ?? '').split(',').filter(Boolean) as Address[], payTo: process.env.BENCH_PAY_TO as Address }
-}
-
-/** /__cpu of a server: its own CPU, plus (Postgres) the CPU of its database backends. */
-function cpuOfPids(pids: number[], seen: Map<number, number>): number {
-  const tick = 100 // USER_HZ on Linux
-  for (const pid of pids) {
-    try {
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
-      seen.set(pid, (Number(fields[11]) + Number(fields[12])) / tick)
-    } catch {
-      // the backend exited: keep its last sample
-    }
-  }
-  let total = 0
-  for (const v of seen.values()) total += v
-  return total
-}
-
-async function serveOurs(): Promise<void> {
-  const { buyers, payTo } = serverEnv()
-  const databaseUrl = process.env.BENCH_DATABASE_URL
-  const db: Db = databaseUrl ? await openDb({ kind: 'postgres', url: databaseUrl, poolMax: 10 }) : await openDb({ kind: 'pglite', dataDir: 'memory://' })
-  await migrate(db)
-  const kv = await openKeyValue({ kind: 'memory' })
-  const logger = createLogger('silent')
-  const token = memoryUsdc()
-  for (const buyer of buyers) token.mint(buyer, FUNDS)
-  const chain = memoryChain(token)
-  const gatewayUrl = 'https://gw.bench'
-  const registry = paidHelloRegistry
-  // The production wiring, on the in-process chain model instead of anvil or an RPC.
-  const payments = await openPayments({ db, kv, logger, clock: systemClock, registry, dataDir: '', payTo, gatewayUrl, chain, reconcileEveryMs: 0 })
-  const access = payments.access
-  const catalog = createCatalog(registry, { urls: { gateway: gatewayUrl, scheduler: gatewayUrl, memory: gatewayUrl }, implemented: new Set(['paidHello']) })
-  const app = createHttpApp({ name: 'gateway', logger, metrics: createMetrics({ defaultMetrics: false }), bodyLimitBytes: 1 << 20 })
-  app.decorateRequest('payment', null)
-  mountOperations(app, catalog.operations, { paidHello: async () => ({ ok: true }) }, (entry, handler) => access.wrap(entry, handler))
-
-  const backendCpu = new Map<number, number>()
-  app.get('/__cpu', async () => {
-    const u = process.cpuUsage()
-    let database = 0
-    if (db.kind === 'postgres') {
-      const rows = await db.query<{ pid: number }>(`select pid from pg_stat_activity where datname = current_database()`)
-      database = cpuOfPids(
-        rows.map((r) => r.pid),
-        backendCpu,
-      )
-    }
-    return { seconds: (u.user + u.system) / 1e6, database }
-  })
-  app.get('/__stats', async () => {
-    const rows = await db.query<{ event: string; n: bigint }>(`select event, count(*)::int8 as n from payments_ledger group by event`)
-    return { transfers: token.transfers, payeeMicros: token.balanceOf(payTo).toString(), ledger: Object.fromEntries(rows.map((r) => [r.event, Number(r.n)])) }
-  })
-  await app.listen({ host: '127.0.0.1', port: 0 })
-  const address = app.server.address()
-  console.log(`ready ${typeof address === 'object' && address ? address.port : 0}`)
 }
 
 interface ExpressResponse {
@@ -280,31 +210,6 @@ async function measure(server: Child, warmup: string[], measured: string[], amou
   }
 }
 
-/** A throw-away Postgres database (created here, dropped at the end), or undefined with the reason. */
-async function throwawayPostgres(): Promise<{ url: string; drop(): Promise<void> } | string> {
-  const base = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
-  let admin: Db
-  try {
-    admin = await openDb({ kind: 'postgres', url: base, poolMax: 1, connectTimeoutMs: 3000 })
-  } catch (error) {
-    if (pgErrorCode(error) !== '3D000') return `Postgres unreachable at ${base}: ${(error as Error).message}`
-    const fallback = new URL(base)
-    fallback.pathname = '/postgres'
-    admin = await openDb({ kind: 'postgres', url: fallback.toString(), poolMax: 1, connectTimeoutMs: 3000 })
-  }
-  const name = `agw_bench_${randomBytes(6).toString('hex')}`
-  await admin.exec(`create database ${name}`)
-  const url = new URL(base)
-  url.pathname = `/${name}`
-  return {
-    url: url.toString(),
-    async drop() {
-      await admin.exec(`drop database if exists ${name} with (force)`)
-      await admin.close()
-    },
-  }
-}
-
 async function main(): Promise<void> {
   const requests = Number(process.env.BENCH_REQUESTS ?? 20_000)
   const referenceRequests = Number(process.env.BENCH_REFERENCE_REQUESTS ?? 4_000)
@@ -398,7 +303,7 @@ if (!isMainThread) {
   parentPort?.postMessage(await signPayments(workerData as SignJob))
 } else if (process.argv[2] === 'serve-ours' || process.argv[2] === 'serve-reference') {
   process.once('SIGTERM', () => process.exit(0))
-  await (process.argv[2] === 'serve-ours' ? serveOurs() : serveReference())
+  await (process.argv[2] === 'serve-ours' ? servePaidHello() : serveReference())
 } else {
   await main()
 }
