@@ -3,8 +3,8 @@
 // scripts says so (the exact fix on stderr, /readyz 503, task creation and runs 503 before any
 // payment) instead of selling tasks whose every run fails.
 //
-//   bwrap, prlimit      looked up on PATH, as runs do (sandbox.ts findTool)
-//   python, node        the interpreters runs use (sandbox.ts resolveInterpreter)
+//   bwrap, prlimit      looked up on PATH, as runs do (sandbox-tools.ts findTool)
+//   python, node        the interpreters runs use (sandbox-interpreters.ts resolveInterpreter)
 //   sandbox             one trivial `prlimit -- bwrap … -- true` as a run uid: user namespaces
 //                       may be forbidden (sysctl, AppArmor, a container's seccomp profile)
 //   workroot            the temp dir must be reachable by the run uids
@@ -15,7 +15,10 @@ import { access, readFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { PREINSTALLED } from '../../src/scheduler/contract/index.ts'
-import { checkWorkRoot, FALLBACK_TOOL_DIRS, findTool, preinstalledNodeLibs, probeSandbox, resolveInterpreter } from './sandbox.ts'
+import { checkWorkRoot } from './sandbox-identity.ts'
+import { preinstalledNodeLibs, resolveInterpreter } from './sandbox-interpreters.ts'
+import { probeSandbox } from './sandbox-probe.ts'
+import { FALLBACK_TOOL_DIRS, findTool } from './sandbox-tools.ts'
 
 export type PrerequisiteName = 'bwrap' | 'prlimit' | 'python' | 'node' | 'nodelibs' | 'userns' | 'sandbox' | 'workroot'
 

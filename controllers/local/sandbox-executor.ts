@@ -2,7 +2,9 @@
 // happens inside the sandbox is a result; only a machine that cannot sandbox at all (no bwrap, no
 // interpreter) or an input the sandbox refuses is reported as infra_error, which is not charged.
 import type { ExecutionRequest, ExecutionResult, RunExecutor } from '../../src/scheduler/contract/index.ts'
-import { runInSandbox, SandboxInputError, SandboxUnavailableError, type SandboxLimits, type SandboxOptions, type SandboxOutcome } from './sandbox.ts'
+import { runInSandbox, type SandboxOutcome } from './sandbox.ts'
+import { SandboxInputError, type SandboxLimits, type SandboxOptions } from './sandbox-input.ts'
+import { SandboxUnavailableError } from './sandbox-tools.ts'
 
 export interface LocalExecutorOptions extends SandboxOptions {
   limits?: SandboxLimits
