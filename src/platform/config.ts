@@ -130,6 +130,8 @@ export interface Config {
   /** Callback retries after the first attempt, and the base delay that doubles (with jitter) per retry. */
   reviewsCallbackRetryLimit: number
   reviewsCallbackRetryDelaySec: number
+  /** Days a review session lives (from its creation); then its site is deleted and it answers 410. */
+  reviewsRetentionDays: number
   /** Chromium of screenshots (review snapshots, the screenshot helper). */
   chromiumPath: string
 }
@@ -295,6 +297,11 @@ export const configVariables: readonly Variable[] = [
   },
   { name: 'REVIEWS_CALLBACK_RETRY_LIMIT', default: '15', doc: 'Callback retries after the first attempt (with the default delay: 16 attempts over 27 to 55 hours).' },
   { name: 'REVIEWS_CALLBACK_RETRY_DELAY_SEC', default: '3', doc: 'Base delay of callback retries, doubled per retry with jitter.' },
+  {
+    name: 'REVIEWS_RETENTION_DAYS',
+    default: '30',
+    doc: 'Days (1-3650) a review session lives from its creation; then its site and bundle are deleted and its links answer 410 (a submitted review stays readable by its agent).',
+  },
   { name: 'CHROMIUM_PATH', default: '/usr/bin/chromium', doc: 'Chromium binary of screenshots (review snapshots, the screenshot helper).' },
 ]
 
@@ -536,6 +543,7 @@ function readReviews(env: Env) {
     reviewsEgressAllow: allow,
     reviewsCallbackRetryLimit: readBoundedInt(env, 'REVIEWS_CALLBACK_RETRY_LIMIT', 15, 0, 30),
     reviewsCallbackRetryDelaySec: readBoundedInt(env, 'REVIEWS_CALLBACK_RETRY_DELAY_SEC', 3, 1, 3600),
+    reviewsRetentionDays: readBoundedInt(env, 'REVIEWS_RETENTION_DAYS', 30, 1, 3650),
     chromiumPath: env.CHROMIUM_PATH || '/usr/bin/chromium',
   }
 }

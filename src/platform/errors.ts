@@ -61,6 +61,7 @@ export const errorCatalogue = {
   url_unreachable: { status: 422, title: 'Live page could not be loaded' },
   review_not_found: { status: 404, title: 'Review session not found' },
   review_submitted: { status: 409, title: 'Review already submitted' },
+  review_expired: { status: 410, title: 'Review session expired' },
   // scheduler (SPEC "Errors / Scheduler"); statuses are ours where SPEC says "not shown", see docs/errors.md
   API_KEY_INVALID: { status: 401, title: 'API key invalid' },
   API_KEY_NOT_FOUND: { status: 404, title: 'API key not found' },

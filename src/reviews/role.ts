@@ -1,5 +1,6 @@
 // Review sessions in a gateway process: the service, the reviewer page's assets, the isolated
-// origin's listener (REVIEWS_PORT), and the callback delivery worker on the shared job queue.
+// origin's listener (REVIEWS_PORT), and on the shared job queue the callback delivery worker and the
+// retention sweep (expired sessions' sites and dead uploads' blobs deleted).
 import type { FastifyInstance } from 'fastify'
 import type { Config } from '../platform/config.ts'
 import type { BlobStore } from '../platform/blobs.ts'
@@ -13,6 +14,7 @@ import type { PlanSpec } from '../catalog/types.ts'
 import { createCallbackDelivery } from './callbacks.ts'
 import { createReviewKeys, reviewsMasterKeys } from './keys.ts'
 import { reviewOrigins } from './origins.ts'
+import { createRetentionSweep } from './retention.ts'
 import { createReviewService, type ReviewService } from './service.ts'
 import { buildSiteHostApp } from './site-host.ts'
 import type { ReviewerAssets, ReviewOrigins } from './types.ts'
@@ -53,7 +55,21 @@ export async function openReviewsRole(deps: {
     })
     await callbacks.declare()
     await callbacks.start()
-    const service = createReviewService({ db, blobs, keys, callbacks, origins, egress, clock, plans: deps.plans, priceMicros: deps.priceMicros, gatewayUrl: config.publicBaseUrl })
+    const retentionDays = config.reviewsRetentionDays
+    await createRetentionSweep({ db, blobs, clock, retentionDays, logger: logger.child({ component: 'review-retention' }) }).start(jobs)
+    const service = createReviewService({
+      db,
+      blobs,
+      keys,
+      callbacks,
+      origins,
+      egress,
+      clock,
+      plans: deps.plans,
+      priceMicros: deps.priceMicros,
+      gatewayUrl: config.publicBaseUrl,
+      retentionDays,
+    })
     const siteHost = buildSiteHostApp({
       directory: service.directory,
       blobs,
@@ -62,6 +78,7 @@ export async function openReviewsRole(deps: {
       egress,
       screenshots: createPageShots({ chromiumPath: config.chromiumPath, egressAllow: config.reviewsEgressAllow }),
       logger: logger.child({ component: 'reviews-site' }),
+      nowMs: () => clock.nowMs(),
     })
     return {
       service,

@@ -5,8 +5,12 @@
 //
 // What is written where, and what a crash leaves:
 // - An uploaded site's files and its original zip go to the blob store first, then one transaction
-//   writes the session, its file list and the plan debit. A crash in between leaves blobs no row
-//   names (nothing charged, nothing served); a failed transaction deletes them.
+//   writes the session, its file list and the plan debit. Before the first put an upload intent
+//   (review_uploads) names every key, and that transaction deletes it: a crash in between leaves an
+//   intent the retention sweep purges after an hour (nothing charged, nothing served); a failed
+//   transaction deletes the blobs and the intent at once.
+// - A session expires REVIEWS_RETENTION_DAYS after creation (retention.ts): from then on its page,
+//   site, bundle and submission answer 410, and the sweep deletes its blobs; GET still answers.
 // - The submission, the session's status and the first callback job commit together, so a
 //   submitted review is always delivered or visibly failing (GET shows the delivery log).
 import { createHash, randomUUID } from 'node:crypto'
@@ -28,6 +32,7 @@ import { newSiteLabel } from './origins.ts'
 import type { HostedSite, ReviewerPageView, ReviewJson, ReviewOrigins, SiteDirectory, SiteFile, SubmissionJson } from './types.ts'
 import { checkPublicUrl } from './urls.ts'
 import { readSiteZip } from './zip.ts'
+import { DEFAULT_RETENTION_DAYS, expiryOf, UPLOAD_INTENT_TTL_MS } from './retention.ts'
 
 /** The plan debit's operation, and its request id prefix in plan_credit_ledger. */
 export const REVIEW_OPERATION = 'createReviewSession'
@@ -60,6 +65,8 @@ export interface ReviewServiceDeps {
   plans: readonly PlanSpec[]
   priceMicros: bigint
   gatewayUrl: string
+  /** REVIEWS_RETENTION_DAYS (default 30). */
+  retentionDays?: number
 }
 
 type ReviewRow = {
@@ -72,14 +79,15 @@ type ReviewRow = {
   bundle_sha256: string | null
   site_label: string
   callback_url: string | null
-  status: 'open' | 'submitted'
+  status: 'open' | 'submitted' | 'expired'
   review: ReviewJson | null
   delivery_state: 'waiting' | 'pending' | 'delivered' | 'failed'
   request_hash: string | null
   created_at: Date
+  expired_at: Date | null
 }
 
-const REVIEW_COLUMNS = `id, agent_id, source_kind, source_url, entry_file, bundle_key, bundle_sha256, site_label, callback_url, status, review, delivery_state, request_hash, created_at`
+const REVIEW_COLUMNS = `id, agent_id, source_kind, source_url, entry_file, bundle_key, bundle_sha256, site_label, callback_url, status, review, delivery_state, request_hash, created_at, expired_at`
 
 function sha256Hex(data: string | Buffer): string {
   return createHash('sha256').update(data).digest('hex')
@@ -114,6 +122,7 @@ function urlPath(path: string): string {
 
 export function createReviewService(deps: ReviewServiceDeps) {
   const { db, blobs, keys, callbacks, origins, egress, clock } = deps
+  const retentionDays = deps.retentionDays ?? DEFAULT_RETENTION_DAYS
   const probe = guardedFetch(egress, { timeoutMs: PROXY_TIMEOUT_MS, maxResponseBytes: PROXY_MAX_RESPONSE_BYTES })
 
   const shareUrlOf = (reviewId: string) => `${deps.gatewayUrl}/reviews/${keys.capability(reviewId)}`
@@ -207,19 +216,34 @@ export function createReviewService(deps: ReviewServiceDeps) {
     return new AppError('review_not_found', 'No review session has this address; check the link you were given')
   }
 
+  /** When the session stops being served: its expiry by the clock, or when the sweep marked it (retention may have grown since). */
+  function expiresAt(row: ReviewRow): Date {
+    return row.expired_at ?? expiryOf(row.created_at, retentionDays)
+  }
+
+  /** Expired by the clock already, even before the sweep has marked it. */
+  function isExpired(row: ReviewRow): boolean {
+    return row.status === 'expired' || expiresAt(row).getTime() <= clock.nowMs()
+  }
+
+  function expired(): AppError {
+    return new AppError('review_expired', `This review session has expired (sessions are kept ${retentionDays} days); its site was deleted`)
+  }
+
   const directory: SiteDirectory = {
     async siteByLabel(label: string): Promise<HostedSite | undefined> {
       if (!/^s-[a-z2-7]{26}$/.test(label)) return undefined
       const rows = await db.query<ReviewRow>(`select ${REVIEW_COLUMNS} from reviews where site_label = $1`, [label])
       const row = rows[0]
       if (row === undefined) return undefined
-      if (row.source_kind === 'url') return { kind: 'url', reviewId: row.id, label, url: row.source_url as string }
+      const expiry = expiresAt(row).getTime()
+      if (row.source_kind === 'url') return { kind: 'url', reviewId: row.id, label, url: row.source_url as string, expiresAt: expiry }
       const files = await db.query<{ path: string; blob_key: string; content_type: string; bytes: number; sha256: string }>(
         `select path, blob_key, content_type, bytes, sha256 from review_files where review_id = $1`,
         [row.id],
       )
       const map = new Map<string, SiteFile>(files.map((f) => [f.path, { path: f.path, blobKey: f.blob_key, contentType: f.content_type, bytes: f.bytes, sha256: f.sha256 }]))
-      return { kind: 'zip', reviewId: row.id, label, entryFile: row.entry_file as string, files: map }
+      return { kind: 'zip', reviewId: row.id, label, entryFile: row.entry_file as string, files: map, expiresAt: expiry }
     },
   }
 
@@ -251,6 +275,7 @@ export function createReviewService(deps: ReviewServiceDeps) {
       const reviewId = randomUUID()
       const label = newSiteLabel()
       const written: string[] = []
+      let intent = false
       let files: SiteFile[] = []
       let bundle: { key: string; sha256: string; bytes: number } | undefined
       let sourceUrl: string | null = null
@@ -271,11 +296,25 @@ export function createReviewService(deps: ReviewServiceDeps) {
           }
           bundle = { key: `reviews/${reviewId}/bundle.zip`, sha256: sha256Hex(zip), bytes: zip.length }
           const puts = [...unique.values(), { key: bundle.key, data: zip, contentType: 'application/zip' }]
+          // Durable before the first put: if this request dies, the sweep finds the keys here.
+          const at = clock.now()
+          await db.query(`insert into review_uploads (review_id, reason, blob_keys, created_at, purge_after) values ($1, 'upload', $2, $3, $4)`, [
+            reviewId,
+            puts.map((put) => put.key),
+            at,
+            new Date(at.getTime() + UPLOAD_INTENT_TTL_MS),
+          ])
+          intent = true
           written.push(...puts.map((put) => put.key))
           // Several at once: each local put ends with an fsync, which overlap well.
           await forEachLimited(puts, BLOB_WRITES_AT_ONCE, (put) => blobs.put(put.key, put.data, put.contentType))
         }
         const standing = await db.transaction(async (tx) => {
+          if (intent) {
+            // A sweep that took the intent (this request outlived it) may be deleting the blobs.
+            const kept = await tx.query(`delete from review_uploads where review_id = $1 and reason = 'upload' and claimed_at is null returning review_id`, [reviewId])
+            if (kept.length === 0) throw new Error(`review ${reviewId}: the upload outlived its intent and its blobs were reclaimed`)
+          }
           const standing = await debit(tx, agentId, reviewId)
           await tx.query(
             `insert into reviews (id, agent_id, source_kind, source_url, entry_file, bundle_key, bundle_sha256, bundle_bytes, site_label, callback_url,
@@ -310,7 +349,16 @@ export function createReviewService(deps: ReviewServiceDeps) {
         })
         return { session: sessionOf({ id: reviewId, source_kind: sourceUrl === null ? 'zip' : 'url', callback_url: input.callbackUrl ?? null }), standing }
       } catch (err) {
-        await Promise.all(written.map((key) => blobs.delete(key).catch(() => {})))
+        // The intent goes only once every blob is gone; otherwise the sweep finishes the job.
+        const deleted = await Promise.all(
+          written.map((key) =>
+            blobs.delete(key).then(
+              () => true,
+              () => false,
+            ),
+          ),
+        )
+        if (intent && deleted.every(Boolean)) await db.query(`delete from review_uploads where review_id = $1 and reason = 'upload'`, [reviewId]).catch(() => {})
         files = []
         // Two requests with one Idempotency-Key at once: the loser answers the winner's session.
         if (idempotencyKey !== undefined && hash !== null && isUniqueViolation(err)) {
@@ -328,7 +376,7 @@ export function createReviewService(deps: ReviewServiceDeps) {
       const session = sessionOf(row)
       return {
         reviewId: row.id,
-        status: row.status,
+        status: isExpired(row) ? 'expired' : row.status,
         createdAt: row.created_at.toISOString(),
         source: sourceOf(row),
         shareUrl: session.shareUrl,
@@ -340,7 +388,7 @@ export function createReviewService(deps: ReviewServiceDeps) {
                 url: row.callback_url,
                 secret: keys.webhookSecret(row.id),
                 state: row.delivery_state,
-                webhookId: row.status === 'submitted' ? webhookIdOf(row.id) : null,
+                webhookId: row.review !== null ? webhookIdOf(row.id) : null,
                 attempts: await callbacks.attempts(db, row.id),
               },
         review: row.review,
@@ -352,6 +400,7 @@ export function createReviewService(deps: ReviewServiceDeps) {
       const reviewId = keys.reviewIdOf(capability)
       const row = reviewId === undefined ? undefined : await rowOf(db, reviewId)
       if (row === undefined) return undefined
+      if (isExpired(row)) throw expired()
       const siteOrigin = origins.site(row.site_label)
       const shareUrl = shareUrlOf(row.id)
       let frameUrl: string
@@ -362,7 +411,7 @@ export function createReviewService(deps: ReviewServiceDeps) {
       }
       return {
         reviewId: row.id,
-        status: row.status,
+        status: row.status === 'submitted' ? 'submitted' : 'open',
         source:
           row.source_kind === 'zip' ? { kind: 'zip', entryFile: row.entry_file as string, bundleUrl: `${shareUrl}/bundle.zip` } : { kind: 'url', url: row.source_url as string },
         frameUrl,
@@ -378,6 +427,7 @@ export function createReviewService(deps: ReviewServiceDeps) {
       const reviewId = keys.reviewIdOf(capability)
       const row = reviewId === undefined ? undefined : await rowOf(db, reviewId)
       if (row === undefined || row.bundle_key === null) return undefined
+      if (isExpired(row)) throw expired()
       const blob = await blobs.get(row.bundle_key)
       return blob === undefined ? undefined : { data: blob.data, reviewId: row.id }
     },
@@ -397,6 +447,7 @@ export function createReviewService(deps: ReviewServiceDeps) {
       return db.transaction(async (tx) => {
         const row = await rowOf(tx, reviewId, true)
         if (row === undefined) throw notFound()
+        if (isExpired(row)) throw expired()
         if (row.status === 'submitted') throw new AppError('review_submitted', 'This review was already submitted; a session takes one submission')
         const now = clock.now()
         const review: ReviewJson = {

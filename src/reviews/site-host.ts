@@ -28,8 +28,10 @@ export interface SiteHostDeps {
   egress: EgressPolicy
   screenshots: PageShots
   logger: Logger
-  /** Sites kept in memory (they never change); default 1000. */
+  /** Sites kept in memory (they never change but expire, which is checked per request); default 1000. */
   siteCacheSize?: number
+  /** Milliseconds since the epoch, for expiry (default Date.now). */
+  nowMs?: () => number
   /** Live-page proxy bounds; default PROXY_TIMEOUT_MS and PROXY_MAX_RESPONSE_BYTES. */
   proxy?: { timeoutMs?: number; maxResponseBytes?: number }
 }
@@ -173,6 +175,10 @@ export function buildSiteHostApp(deps: SiteHostDeps): FastifyInstance {
       site = await directory.siteByLabel(label)
       if (site === undefined) throw new AppError('not_found', 'No review site at this address')
       sites.set(label, site)
+    }
+    // Checked on every request, cached or not: a site stops being served the instant it expires.
+    if (site.expiresAt !== undefined && (deps.nowMs ?? Date.now)() >= site.expiresAt) {
+      throw new AppError('review_expired', 'This review session has expired; its site was deleted')
     }
     siteOfRequest.set(request, site)
   })

@@ -56,12 +56,15 @@ export interface SiteFile {
   sha256: string
 }
 
-/** What the isolated origin serves for one site label. */
+/**
+ * What the isolated origin serves for one site label; from `expiresAt` (ms since the epoch) on it
+ * answers 410 instead.
+ */
 export type HostedSite =
-  | { kind: 'zip'; reviewId: string; label: string; entryFile: string; files: ReadonlyMap<string, SiteFile> }
-  | { kind: 'url'; reviewId: string; label: string; url: string }
+  | { kind: 'zip'; reviewId: string; label: string; entryFile: string; files: ReadonlyMap<string, SiteFile>; expiresAt?: number }
+  | { kind: 'url'; reviewId: string; label: string; url: string; expiresAt?: number }
 
-/** Finds the site of a label (the host's first DNS label); cached by the caller as it never changes. */
+/** Finds the site of a label (the host's first DNS label); cached by the caller as it never changes (expiry is a time in it). */
 export interface SiteDirectory {
   siteByLabel(label: string): Promise<HostedSite | undefined>
 }

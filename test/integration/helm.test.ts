@@ -1193,6 +1193,7 @@ t.test("review sites: the wildcard ingress host, the reviews Service and the gat
   t.equal(env.get('REVIEWS_PORT')?.value, String(REVIEWS_PORT))
   t.equal(env.get('REVIEWS_CALLBACK_RETRY_LIMIT')?.value, '15')
   t.equal(env.get('REVIEWS_CALLBACK_RETRY_DELAY_SEC')?.value, '3')
+  t.equal(env.get('REVIEWS_RETENTION_DAYS')?.value, '30', 'sessions expire after 30 days by default')
   t.notOk(env.has('REVIEWS_EGRESS_ALLOW'), 'nothing private let through by default')
   t.notOk(env.has('CHROMIUM_PATH'), "the image's /usr/bin/chromium (the service default)")
 

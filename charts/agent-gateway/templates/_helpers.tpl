@@ -355,6 +355,8 @@ The variables are the ones src/platform/config.ts reads (README "Configuration")
   value: {{ $r.callbackRetry.limit | int64 | quote }}
 - name: REVIEWS_CALLBACK_RETRY_DELAY_SEC
   value: {{ $r.callbackRetry.delaySeconds | int64 | quote }}
+- name: REVIEWS_RETENTION_DAYS
+  value: {{ $r.retentionDays | int64 | quote }}
 {{- end }}
 {{- if eq $role "media" }}
 {{- $m := $v.media }}

@@ -186,7 +186,9 @@ export const DeliveryAttempt = Type.Object(
 export const ReviewStatus = Type.Object(
   {
     reviewId: Type.String({ format: 'uuid' }),
-    status: Type.Union([Type.Literal('open'), Type.Literal('submitted')]),
+    status: Type.Union([Type.Literal('open'), Type.Literal('submitted'), Type.Literal('expired')], {
+      description: 'expired: past REVIEWS_RETENTION_DAYS; the site and bundle are deleted, a submitted review is kept',
+    }),
     createdAt: Type.String({ format: 'date-time' }),
     source: ReviewSourceSchema,
     shareUrl: Type.String(),
