@@ -34,7 +34,9 @@ import { systemTimerClock, type TimerClock } from '../../src/platform/clock.ts'
 import { noAttemptResult, type ExecutionOutcome, type ExecutionRequest, type ExecutionResult, type RunExecutor } from '../../src/scheduler/contract/index.ts'
 import { CRD_GROUP, CRD_VERSION, RUN_PLURAL } from './crds.ts'
 import { buildRunConfigMap, buildRunJob, buildRunTokenSecret, LABELS, runConfigMapName, runJobName, runTokenSecretName, SCRIPT_CONTAINER, SENTINEL } from './job-spec.ts'
-import { apiStatus, FIELD_MANAGER, isNotFound, shareConnections } from './store.ts'
+import { apiStatus, isNotFound } from './api-errors.ts'
+import { shareConnections } from './kube-http.ts'
+import { FIELD_MANAGER } from './kube-objects.ts'
 
 const MiB = 1024 * 1024
 /** Container waiting reasons that never resolve by themselves. */

@@ -13,7 +13,8 @@
 // RBAC: coordination.k8s.io leases get, create, update in the namespace.
 import { CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease } from '@kubernetes/client-node'
 import { systemTimerClock, type TimerClock } from '../../src/platform/clock.ts'
-import { apiStatus, shareConnections } from './store.ts'
+import { apiStatus } from './api-errors.ts'
+import { shareConnections } from './kube-http.ts'
 
 export interface LeaseRecord {
   holderIdentity?: string
