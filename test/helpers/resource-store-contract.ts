@@ -11,6 +11,7 @@ import { Informer } from '../../controllers/informer.ts'
 import { TaskController, type Clock } from '../../controllers/task-controller.ts'
 import { FakeClock } from './fake-clock.ts'
 import { ConflictError, GoneError, type ResourceStore, type RunResource, type TaskResource, type WatchEvent } from '../../src/scheduler/contract/index.ts'
+import { until as waitUntil } from './waiting.ts'
 export { FakeClock }
 
 export const API = 'jobs.agent-gateway.dev/v1alpha1'
@@ -26,13 +27,8 @@ export async function rejection(promise: Promise<unknown>): Promise<unknown> {
   throw new Error('expected a rejection')
 }
 
-export async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-}
+/** Waits on watches and informers: up to 20 s before a contract test fails. */
+export const until = (what: string, check: () => Promise<boolean> | boolean, timeoutMs = 20_000): Promise<void> => waitUntil(what, check, timeoutMs)
 
 export interface ContractStores {
   tasks: ResourceStore<TaskResource>

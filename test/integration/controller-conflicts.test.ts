@@ -11,16 +11,9 @@ import { TaskController } from '../../controllers/task-controller.ts'
 import { WorkQueue } from '../../controllers/work-queue.ts'
 import { FakeClock } from '../helpers/fake-clock.ts'
 import { ConflictError, isConflict, type RunResource, type TaskResource } from '../../src/scheduler/contract/index.ts'
+import { until } from '../helpers/waiting.ts'
 
 const API = 'jobs.agent-gateway.dev/v1alpha1'
-
-async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-}
 
 t.test('a Task status Conflict is requeued and logged at debug, never as an error', async (t) => {
   const { logger, lines } = captureLogs('debug')

@@ -8,28 +8,12 @@ import { randomBytes } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import t, { type Test } from 'tap'
 import { openDb, type Db, type Queryable } from '../../src/platform/db/index.ts'
-import { type JobLogger, type JobQueue, type OpenJobQueueOptions, openJobQueue } from '../../src/platform/jobs.ts'
+import { type JobQueue, type OpenJobQueueOptions, openJobQueue } from '../../src/platform/jobs.ts'
 import { PG_URL, redactUrl } from '../helpers/servers.ts'
+import { testJobLogger, until as waitUntil } from '../helpers/waiting.ts'
 
-interface LogLine {
-  level: string
-  obj: object
-  msg: string | undefined
-}
-
-function testLogger(): JobLogger & { lines: LogLine[] } {
-  const lines: LogLine[] = []
-  const at = (level: string) => (obj: object, msg?: string) => void lines.push({ level, obj, msg })
-  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') }
-}
-
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(50)
-  }
-}
+/** Waits here are for retries and workers: up to 30 s before a test fails. */
+const until = (what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000) => waitUntil(what, check, timeoutMs)
 
 interface Backend {
   name: string
@@ -67,7 +51,7 @@ async function suite(t: Test, backend: Backend): Promise<void> {
   })
   t.comment(`pg-boss schema ${schema}`)
   const open = async (extra: Partial<OpenJobQueueOptions> = {}, db?: Db): Promise<JobQueue> => {
-    const queue = await openJobQueue({ db: db ?? (await backend.handle()), logger: testLogger(), schema, ...extra })
+    const queue = await openJobQueue({ db: db ?? (await backend.handle()), logger: testJobLogger(), schema, ...extra })
     queues.push(queue)
     return queue
   }
@@ -255,7 +239,7 @@ async function cronRun(backend: Backend, t: Test, run: { from?: number; duration
   const fired: string[] = []
   const end = Date.now() + run.durationS * 1000
   for (let r = 0; r < 2; r++) {
-    const queue = await openJobQueue({ db: await backend.handle(), logger: testLogger(), schema, cronMonitorIntervalSeconds: 1, cronWorkerIntervalSeconds: 1 })
+    const queue = await openJobQueue({ db: await backend.handle(), logger: testJobLogger(), schema, cronMonitorIntervalSeconds: 1, cronWorkerIntervalSeconds: 1 })
     queues.push(queue)
     await queue.schedule('t.cron', '* * * * *', { from: 'cron' })
     await queue.work<{ from: string }>('t.cron', async (job) => void fired.push(job.id), { pollingIntervalSeconds: 0.5 })

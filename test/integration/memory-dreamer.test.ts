@@ -21,31 +21,15 @@ import type { ChatMessage, DerivedMemory, DreamBatch, DreamHost, DreamOutcome, O
 import { openDb, type Db } from '../../src/platform/db/index.ts'
 import { type JobLogger, type JobQueue, openJobQueue } from '../../src/platform/jobs.ts'
 import { type ScriptedUpstream, type Step, startScriptedUpstream } from '../helpers/scripted-upstream.ts'
+import { testJobLogger, until as waitUntil } from '../helpers/waiting.ts'
+
+/** Waits here are for retries and workers: up to 20 s before a test fails. */
+const until = (what: string, check: () => boolean | Promise<boolean>, timeoutMs = 20_000) => waitUntil(what, check, timeoutMs)
 
 const KEY = 'sk-dream-0123456789SECRET'
 const MODEL = 'dreamer-test-model'
 
 // ------------------------------------------------------------------ helpers
-
-interface LogLine {
-  level: string
-  obj: Record<string, unknown>
-  msg: string | undefined
-}
-
-function testLogger(): JobLogger & { lines: LogLine[] } {
-  const lines: LogLine[] = []
-  const at = (level: string) => (obj: object, msg?: string) => void lines.push({ level, obj: obj as Record<string, unknown>, msg })
-  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') }
-}
-
-async function until(what: string, check: () => boolean, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(25)
-  }
-}
 
 function completion(content: string | null, usage?: Record<string, unknown>): Step {
   return {
@@ -212,7 +196,7 @@ async function queueFor(logger: JobLogger): Promise<JobQueue> {
 
 /** A dreamer whose queue is never started (dreamOnce / sweep tests). */
 async function dreamer(host: DreamHost, chat: DreamerOptions['model'], extra: Partial<DreamerOptions> = {}) {
-  const logger = testLogger()
+  const logger = testJobLogger()
   const queue = await queueFor(logger)
   return { dreamer: createDreamer({ host, model: chat, queue, logger, ...extra }), logger, queue }
 }
@@ -316,7 +300,7 @@ t.test('chat client: retries a 503 (with the shared back-off), then answers', as
 t.test('disabled without a model: status says why, nothing is scheduled, nothing runs', async (t) => {
   const host = new FakeHost()
   host.add('0xa', 'something')
-  const logger = testLogger()
+  const logger = testJobLogger()
   const queue = await queueFor(logger)
   // An earlier (enabled) run scheduled the sweep; starting disabled removes it.
   const server = await upstream(t)
@@ -536,7 +520,7 @@ t.test('the loop guard: at most maxBatchesPerJob batches per run, the next run c
     [1],
   )
   t.equal(host.derived('0xa').length, 5)
-  t.throws(() => createDreamer({ host, model: undefined, queue: {} as JobQueue, logger: testLogger(), batchMax: 51 }), RangeError)
+  t.throws(() => createDreamer({ host, model: undefined, queue: {} as JobQueue, logger: testJobLogger(), batchMax: 51 }), RangeError)
 })
 
 t.test('through the queue: start() schedules the sweep; a sweep enqueues one job per owner; each owner is dreamed', async (t) => {
@@ -544,7 +528,7 @@ t.test('through the queue: start() schedules the sweep; a sweep enqueues one job
   const host = new FakeHost()
   host.add('0xa', 'I like tea.', 'I live in Porto.')
   host.add('0xb', 'I am allergic to peanuts.')
-  const logger = testLogger()
+  const logger = testJobLogger()
   const queue = await queueFor(logger)
   const d = createDreamer({ host, model: model(server), queue, logger, cron: '0 3 * * *', concurrency: 1, pollingIntervalSeconds: 0.5 })
   server.script(consolidating(), consolidating())
@@ -565,7 +549,7 @@ t.test('through the queue: one job per owner at a time, and a second sweep does 
   const server = await upstream(t)
   const host = new FakeHost()
   host.add('0xa', 'I like tea.')
-  const logger = testLogger()
+  const logger = testJobLogger()
   const queue = await queueFor(logger)
   // No workers: the jobs stay queued.
   const idle = createDreamer({ host, model: model(server), queue, logger })
@@ -596,7 +580,7 @@ t.test('through the queue: the upstream is down → the job fails, is retried, a
   const server = await upstream(t)
   const host = new FakeHost()
   host.add('0xa', 'I like tea.')
-  const logger = testLogger()
+  const logger = testJobLogger()
   const queue = await queueFor(logger)
   const d = createDreamer({
     host,

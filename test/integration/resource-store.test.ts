@@ -10,6 +10,7 @@ import { TaskController } from '../../controllers/task-controller.ts'
 import { throwawayDatabase } from '../helpers/servers.ts'
 import { FakeClock } from '../helpers/fake-clock.ts'
 import { ConflictError, GoneError, type ResourceStore, type RunResource, type TaskResource, type WatchEvent } from '../../src/scheduler/contract/index.ts'
+import { until } from '../helpers/waiting.ts'
 
 const API = 'jobs.agent-gateway.dev/v1alpha1'
 
@@ -31,14 +32,6 @@ function sortDeep(value: unknown): unknown {
         .map(([k, v]) => [k, sortDeep(v)]),
     )
   return value
-}
-
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
 }
 
 function stores(db: Db, clock?: FakeClock, extra: { eventRetention?: number; compactEvery?: number } = {}) {

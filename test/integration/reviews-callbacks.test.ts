@@ -9,17 +9,20 @@ import { randomBytes, randomUUID } from 'node:crypto'
 import dns from 'node:dns/promises'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { setTimeout as sleep } from 'node:timers/promises'
 import t, { type Test } from 'tap'
 import { Webhook } from 'standardwebhooks'
 import { systemClock } from '../../src/platform/clock.ts'
 import type { Db } from '../../src/platform/db/index.ts'
 import { migrate } from '../../src/platform/db/migrate.ts'
 import { egressPolicy } from '../../src/platform/egress.ts'
-import { type JobLogger, type JobQueue, openJobQueue } from '../../src/platform/jobs.ts'
+import { type JobQueue, openJobQueue } from '../../src/platform/jobs.ts'
 import { CALLBACK_USER_AGENT, type CallbackDelivery, type CallbackDeliveryDeps, createCallbackDelivery, webhookIdOf } from '../../src/reviews/callbacks.ts'
 import { createReviewKeys, type ReviewKeys, reviewsMasterKeys } from '../../src/reviews/keys.ts'
 import { onPgliteAndPostgres } from '../helpers/servers.ts'
+import { testJobLogger, until as waitUntil } from '../helpers/waiting.ts'
+
+/** Waits here are for retries and workers: up to 30 s before a test fails. */
+const until = (what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000) => waitUntil(what, check, timeoutMs)
 
 t.setTimeout(5 * 60_000)
 
@@ -32,20 +35,6 @@ interface Received {
 
 /** How the receiver answers the n-th request (0-based) for a review; 'hang' never answers. */
 type Script = (n: number) => number | 'hang'
-
-function testLogger(): JobLogger & { lines: unknown[] } {
-  const lines: unknown[] = []
-  const at = (level: string) => (obj: object, msg?: string) => void lines.push({ level, obj, msg })
-  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') }
-}
-
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(50)
-  }
-}
 
 /** The receiver: POST /hook/<reviewId>, verified with the secret `secretOf` gives, answered per script. */
 async function startReceiver(t: Test, secretOf: (reviewId: string) => string) {
@@ -158,7 +147,7 @@ async function suite(t: Test, db: Db): Promise<void> {
   t.teardown(async () => {
     for (const q of queues) await q.stop({ timeoutMs: 1000 })
   })
-  const logger = testLogger()
+  const logger = testJobLogger()
   const openQueue = async (s = schema) => {
     const q = await openJobQueue({ db, logger, schema: s, maintenanceIntervalSeconds: 1 })
     queues.push(q)

@@ -9,17 +9,13 @@ import { FakeClock } from '../helpers/fake-clock.ts'
 import { openWorld } from '../helpers/scheduler-world.ts'
 import { createKubernetesStores, createJobExecutor, loadKubeConfig } from '../../controllers/kubernetes/index.ts'
 import { SENTINEL } from '../../controllers/local/sandbox.ts'
+import { until as waitUntil } from '../helpers/waiting.ts'
+
+/** Waits here are for retries and workers: up to 15 s before a test fails. */
+const until = (what: string, check: () => boolean | Promise<boolean>, timeoutMs = 15_000) => waitUntil(what, check, timeoutMs)
 
 const OWNER = '0x2222222222222222222222222222222222222222'
 const API = 'jobs.agent-gateway.dev/v1alpha1'
-
-async function until(what: string, probe: () => boolean | Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 25))
-  }
-}
 
 t.test('scheduler API → Task CR → Run CR at the slot → sandboxed Job → Run phase, duration and cost', async (t) => {
   const clock = new FakeClock('2026-11-24T10:00:30Z')

@@ -9,19 +9,12 @@ import { PostgresResourceStore } from '../../controllers/local/postgres-store.ts
 import { TaskController } from '../../controllers/task-controller.ts'
 import { FakeClock } from '../helpers/fake-clock.ts'
 import { ConflictError, type ResourceStore, type RunResource, type TaskResource } from '../../src/scheduler/contract/index.ts'
+import { until } from '../helpers/waiting.ts'
 
 const API = 'jobs.agent-gateway.dev/v1alpha1'
 const NS = 'default'
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(10)
-  }
-}
 
 async function world(t: Test) {
   const db: Db = await openDb({ kind: 'pglite', dataDir: 'memory://' })
