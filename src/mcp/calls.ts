@@ -6,6 +6,7 @@
 // result._meta. Verification, reservation, settlement and the ledger stay in the route's guard.
 import type { PaymentPayload } from '@x402/core/types'
 import { Challenge, Credential, Receipt } from 'mppx'
+import { decodeHeaderJson, encodeHeaderJson } from '../payments/x402/header-json.ts'
 import { AppError } from '../platform/errors.ts'
 import type { DispatchRequest, DispatchResponse } from './dispatcher.ts'
 import { BODY_ARGUMENT, type McpTool } from './tools.ts'
@@ -44,16 +45,6 @@ export interface ToolResult {
   structuredContent?: Record<string, unknown>
   isError?: boolean
   _meta?: Record<string, unknown>
-}
-
-/**
- * The x402 headers' encoding (base64 of the JSON, as @x402/core/http's encode/decode helpers
- * write and read it), done with Buffer: the helpers go through btoa/atob a character at a time,
- * tens of µs per payment.
- */
-const base64Json = {
-  encode: (value: unknown): string => Buffer.from(JSON.stringify(value)).toString('base64'),
-  decode: (header: string): Record<string, unknown> => JSON.parse(Buffer.from(header, 'base64').toString('utf8')) as Record<string, unknown>,
 }
 
 function header(value: string | string[] | undefined): string | undefined {
@@ -151,7 +142,7 @@ function applyMeta(headers: Record<string, string>, meta: Record<string, unknown
       })
     }
     const payload = x402 as PaymentPayload
-    headers[payload.x402Version === 1 ? 'x-payment' : 'payment-signature'] = base64Json.encode(payload)
+    headers[payload.x402Version === 1 ? 'x-payment' : 'payment-signature'] = encodeHeaderJson(payload)
   }
   const mpp = meta[META.mppCredential]
   if (mpp !== undefined) {
@@ -206,7 +197,7 @@ function mppPaymentRequired(response: DispatchResponse, problem: unknown): Recor
 function receiptsOf(response: DispatchResponse, meta: Record<string, unknown> | undefined): Record<string, unknown> {
   const out: Record<string, unknown> = {}
   const x402 = response.headers['payment-response'] ?? response.headers['x-payment-response']
-  if (x402) out[META.x402Response] = base64Json.decode(x402)
+  if (x402) out[META.x402Response] = decodeHeaderJson(x402)
   const mpp = response.headers['payment-receipt']
   if (mpp) {
     const credential = meta?.[META.mppCredential] as { challenge?: { id?: unknown } } | undefined
@@ -236,7 +227,7 @@ export function resultOf(response: DispatchResponse, meta: Record<string, unknow
   const required = response.status === 402 ? response.headers['payment-required'] : undefined
   if (required) {
     // The x402 v2 MCP transport: PaymentRequired as structuredContent and, wrapped, as the text.
-    const paymentRequired = base64Json.decode(required)
+    const paymentRequired = decodeHeaderJson(required) as Record<string, unknown>
     const message = typeof object?.detail === 'string' ? object.detail : 'Payment required'
     const problem = problemOf(object)
     const mpp = mppPaymentRequired(response, problem)

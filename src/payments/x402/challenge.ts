@@ -7,6 +7,7 @@ import { declarePaymentIdentifierExtension, PAYMENT_IDENTIFIER } from '@x402/ext
 import { USDC_BASE_ADDRESS, USDC_EIP712, X402_NETWORK_CAIP2, X402_NETWORK_V1 } from '../networks.ts'
 import type { ChallengeParts, PriceQuote } from '../types.ts'
 import { BAZAAR_KEY, bazaarFor, bazaarOutputSchemaV1 } from './bazaar.ts'
+import { encodeHeaderJson } from './header-json.ts'
 import { OFFER_RECEIPT_KEY, type OfferReceiptSigner } from './offer-receipt.ts'
 
 export const X402_DEFAULT_MAX_TIMEOUT_SECONDS = 300
@@ -92,14 +93,6 @@ export function x402PaymentRequiredV2(quote: PriceQuote, options: X402ChallengeO
 }
 
 /**
- * The same bytes as `encodePaymentRequiredHeader` (base64 of the UTF-8 JSON), through Buffer:
- * the SDK's browser-safe encoder maps every byte through a JS array, ~50x slower on a 6 KB 402.
- */
-export function encodePaymentRequired(required: PaymentRequired): string {
-  return Buffer.from(JSON.stringify(required), 'utf8').toString('base64')
-}
-
-/**
  * Both x402 challenges for one unpaid call: `headers['PAYMENT-REQUIRED']` (v2, base64 JSON exactly
  * as `encodePaymentRequiredHeader` makes it) and `body` = the v1 `{x402Version:1, error, accepts}`.
  * The caller adds `Cache-Control: no-store` and the other protocols' headers.
@@ -107,7 +100,7 @@ export function encodePaymentRequired(required: PaymentRequired): string {
 export function x402Challenge(quote: PriceQuote, options: X402ChallengeOptions = {}): ChallengeParts {
   const error = options.error ?? X402_DEFAULT_ERROR
   return {
-    headers: { [PAYMENT_REQUIRED_HEADER]: encodePaymentRequired(x402PaymentRequiredV2(quote, options)) },
+    headers: { [PAYMENT_REQUIRED_HEADER]: encodeHeaderJson(x402PaymentRequiredV2(quote, options)) },
     body: { x402Version: 1, error, accepts: [x402RequirementsV1(quote, options)] },
   }
 }

@@ -1,6 +1,5 @@
 // x402 (`exact`, USDC on Base) for the 402 gateway: challenge → decode → local verify.
 export {
-  encodePaymentRequired,
   PAYMENT_REQUIRED_HEADER,
   X402_DEFAULT_ERROR,
   X402_DEFAULT_MAX_TIMEOUT_SECONDS,
@@ -44,3 +43,4 @@ export {
   requestFingerprint,
 } from './payment-identifier.ts'
 export type { ClaimOutcome, PaymentIdentifiers, StoredResponse } from './payment-identifier.ts'
+export { decodeHeaderJson, encodeHeaderJson } from './header-json.ts'
