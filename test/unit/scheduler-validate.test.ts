@@ -3,8 +3,8 @@ import { Ajv } from 'ajv'
 import addFormatsModule from 'ajv-formats'
 import { TaskCreateRequest } from '../../src/catalog/schemas/scheduler.ts'
 import { DEFAULT_RATES } from '../../src/scheduler/domain/rates.ts'
+import { canonicalJson } from '../../src/platform/canonical-json.ts'
 import {
-  canonicalJson,
   dependencyName,
   idempotencyHash,
   isCapabilityId,

@@ -7,6 +7,7 @@ import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes, 
 import type { PaymentPayload } from '@x402/core/types'
 import { extractPaymentIdentifier, isValidPaymentId, PAYMENT_IDENTIFIER, PAYMENT_ID_MAX_LENGTH, PAYMENT_ID_MIN_LENGTH } from '@x402/extensions/payment-identifier'
 import type { FastifyRequest } from 'fastify'
+import { canonicalJson } from '../../platform/canonical-json.ts'
 import type { Db } from '../../platform/db/index.ts'
 import { AppError } from '../../platform/errors.ts'
 import { credentialsOf, paymentCredential, type HeaderBag } from '../credentials.ts'
@@ -60,15 +61,6 @@ export function readPaymentIdentifier(headers: HeaderBag, payTo?: string): Payme
   const signer = recoverSigner(transferWithAuthorizationDigest(proof.authorization), Buffer.from(proof.signature.slice(2), 'hex'))
   if (signer === null || signer !== proof.authorization.from.toLowerCase()) return undefined
   return { id, payer: signer }
-}
-
-/** JSON with object keys sorted at every level (RFC 8785 ordering for the JSON a request body holds). */
-export function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null'
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`
-  const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined)
-  entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`
 }
 
 /** What makes two requests "the same": operation, concrete path and query, canonical body, price header. */

@@ -38,6 +38,7 @@
 //   sorted first. Not covered, per SPEC: timezone, entrypoint, notify_email, llm profile,
 //   artifacts and env values.
 import { createHash } from 'node:crypto'
+import { canonicalJson } from '../../platform/canonical-json.ts'
 import { AppError, type ErrorCode } from '../../platform/errors.ts'
 import { parseMicros, type Micros } from '../../platform/money.ts'
 import {
@@ -445,25 +446,6 @@ export function validateCreateTask(body: unknown, ctx: ValidateContext): TaskCre
 }
 
 // ---------------------------------------------------------------- idempotency
-
-/** JSON with sorted keys and bigints as digit strings; undefined members dropped. */
-export function canonicalJson(value: unknown): string {
-  if (value === null) return 'null'
-  if (typeof value === 'bigint') return JSON.stringify(value.toString())
-  if (typeof value === 'number') {
-    if (!Number.isFinite(value)) throw new TypeError('canonicalJson: non-finite number')
-    return JSON.stringify(value)
-  }
-  if (typeof value === 'string' || typeof value === 'boolean') return JSON.stringify(value)
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`
-  if (typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`
-  }
-  throw new TypeError(`canonicalJson: unsupported ${typeof value}`)
-}
 
 const sorted = (values: readonly string[]): string[] => [...values].sort()
 
