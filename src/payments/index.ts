@@ -19,6 +19,7 @@ import { createPaywall, type Paywall } from './paywall/index.ts'
 import type { Address, Hex } from './types.ts'
 import { createOfferReceiptSigner, offerReceiptKeys, type OfferReceiptSigner } from './x402/offer-receipt.ts'
 import { createPaymentIdentifiers, type PaymentIdentifiers } from './x402/payment-identifier.ts'
+import { generatedOnce } from '../platform/db/service-meta.ts'
 
 export interface PaymentsOptions {
   db: Db
@@ -68,11 +69,7 @@ export interface Payments {
 /** The MPP HMAC key: configured, or generated once and shared through the database. */
 async function mppSecret(db: Db, configured: string | undefined): Promise<string> {
   if (configured) return configured
-  await db.query(`insert into service_meta (key, value) values ('mpp_secret_key', $1) on conflict (key) do nothing`, [JSON.stringify(randomBytes(32).toString('base64url'))])
-  const rows = await db.query<{ value: string }>(`select value from service_meta where key = 'mpp_secret_key'`)
-  const value = rows[0]?.value
-  if (typeof value !== 'string') throw new Error('mpp_secret_key missing from service_meta')
-  return value
+  return generatedOnce(db, 'mpp_secret_key', () => randomBytes(32).toString('base64url'))
 }
 
 const noTempoRpc: TempoClientFactory = () => {

@@ -4,6 +4,7 @@
 // configured for a rotation: the first signs and mints, every one is still accepted.
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { Db } from '../platform/db/index.ts'
+import { generatedOnce } from '../platform/db/service-meta.ts'
 
 const MIN_SECRET_BYTES = 32
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
@@ -23,12 +24,7 @@ export async function reviewsMasterKeys(db: Db, configured: string | undefined):
     }
     return secrets.map((s) => createHash('sha256').update(s).digest())
   }
-  // Two replicas starting at once both insert; the conflict keeps the first, and both read it back.
-  await db.query(`insert into service_meta (key, value) values ('reviews_secret_key', $1) on conflict (key) do nothing`, [JSON.stringify(randomBytes(32).toString('base64url'))])
-  const rows = await db.query<{ value: string }>(`select value from service_meta where key = 'reviews_secret_key'`)
-  const value = rows[0]?.value
-  if (typeof value !== 'string') throw new Error('reviews_secret_key missing from service_meta')
-  return [Buffer.from(value, 'base64url')]
+  return [Buffer.from(await generatedOnce(db, 'reviews_secret_key', () => randomBytes(32).toString('base64url')), 'base64url')]
 }
 
 export interface ReviewKeys {

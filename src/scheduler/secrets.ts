@@ -4,6 +4,7 @@
 // SHA-256 is stored, a leaked table leaks no usable secret. Signed log URLs use HMAC-SHA256.
 import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { Db } from '../platform/db/index.ts'
+import { generatedOnce } from '../platform/db/service-meta.ts'
 
 const VERSION = 'v1'
 
@@ -18,11 +19,7 @@ export interface SchedulerSecrets {
 /** The 32-byte master key: configured (SCHEDULER_SECRET_KEY), or generated once and kept in the database. */
 export async function schedulerMasterKey(db: Db, configured: string | undefined): Promise<Buffer> {
   if (configured) return createHash('sha256').update(configured).digest()
-  await db.query(`insert into service_meta (key, value) values ('scheduler_secret_key', $1) on conflict (key) do nothing`, [JSON.stringify(randomBytes(32).toString('base64url'))])
-  const rows = await db.query<{ value: string }>(`select value from service_meta where key = 'scheduler_secret_key'`)
-  const value = rows[0]?.value
-  if (typeof value !== 'string') throw new Error('scheduler_secret_key missing from service_meta')
-  return Buffer.from(value, 'base64url')
+  return Buffer.from(await generatedOnce(db, 'scheduler_secret_key', () => randomBytes(32).toString('base64url')), 'base64url')
 }
 
 export function createSchedulerSecrets(masterKey: Buffer): SchedulerSecrets {

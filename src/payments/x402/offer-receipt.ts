@@ -19,6 +19,7 @@ import * as tiny from 'tiny-secp256k1'
 import { type Address, type Hex, bytesToHex, hashTypedData, hexToBytes } from 'viem'
 import { privateKeyToAddress } from 'viem/accounts'
 import type { Db } from '../../platform/db/index.ts'
+import { generatedOnce } from '../../platform/db/service-meta.ts'
 
 export const OFFER_RECEIPT_KEY = 'offer-receipt'
 // The extension's EIP-712 domains and types (createOfferDomain, OFFER_TYPES, RECEIPT_TYPES).
@@ -138,13 +139,8 @@ export function parseSigningKeys(value: string): Hex[] {
 /** The signing ring: configured, or one key generated once and kept in service_meta. */
 export async function offerReceiptKeys(db: Db, configured: Hex[] | undefined): Promise<Hex[]> {
   if (configured && configured.length > 0) return configured
-  // Replicas starting together both insert; the conflict keeps the first and both read it back.
-  await db.query(`insert into service_meta (key, value) values ('offer_receipt_signing_key', $1) on conflict (key) do nothing`, [
-    JSON.stringify(`0x${randomBytes(32).toString('hex')}`),
-  ])
-  const rows = await db.query<{ value: string }>(`select value from service_meta where key = 'offer_receipt_signing_key'`)
-  const value = rows[0]?.value
-  if (typeof value !== 'string' || !PRIVATE_KEY_RE.test(value)) throw new Error('offer_receipt_signing_key missing from service_meta')
+  const value = await generatedOnce(db, 'offer_receipt_signing_key', () => `0x${randomBytes(32).toString('hex')}`)
+  if (!PRIVATE_KEY_RE.test(value)) throw new Error('offer_receipt_signing_key in service_meta is not a private key')
   return [value as Hex]
 }
 
