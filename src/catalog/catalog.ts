@@ -70,7 +70,7 @@ export interface CatalogOptions {
 }
 
 // `/api/v1/tasks/{id}` → /^\/api\/v1\/tasks\/[^/]+$/ so `path=/api/v1/tasks/tsk_1` finds it too.
-function templateMatcher(template: string): RegExp {
+export function templateMatcher(template: string): RegExp {
   const pattern = template
     .split(/\{[^}]+\}/)
     .map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))

@@ -17,7 +17,8 @@ import type { Payments } from '../payments/index.ts'
 import type { PlanSpec } from '../catalog/types.ts'
 import { AppError } from '../platform/errors.ts'
 import type { CreateReviewInput, ReviewService } from './service.ts'
-import type { ReviewerAssets, ReviewOrigins, StaticAsset } from './types.ts'
+import type { StaticAsset } from '../platform/html.ts'
+import type { ReviewerAssets, ReviewOrigins } from './types.ts'
 
 export const REVIEW_OPERATIONS = ['createReviewSession', 'getReviewSession', 'submitReview'] as const
 

@@ -13,6 +13,7 @@ import { parseRange } from '../media/hosting.ts'
 import { isBlobKey, type BlobStore } from '../platform/blobs.ts'
 import type { EgressPolicy } from '../platform/egress.ts'
 import { AppError } from '../platform/errors.ts'
+import { escapeHtml } from '../platform/html.ts'
 import { sendProblem, toAppError } from '../platform/http.ts'
 import type { Logger } from '../platform/logger.ts'
 import type { PageShots } from '../platform/page-shots.ts'
@@ -54,10 +55,6 @@ const SNAPSHOT_SIZE = { width: 1280, height: 800, fullPage: true }
 /** Where a live page's screenshot is kept (rendered once per review). */
 export function snapshotKey(reviewId: string): string {
   return `reviews/${reviewId}/snapshot.png`
-}
-
-function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 }
 
 function essence(contentType: string): string {

@@ -3,6 +3,7 @@
 // the callback delivery. The review JSON's schema lives in src/catalog/schemas/reviews.ts.
 import type { Static } from '@sinclair/typebox'
 import type { ReviewDocument, ReviewPin, ReviewSubmission, ConsoleEntry } from '../catalog/schemas/reviews.ts'
+import type { StaticAsset } from '../platform/html.ts'
 
 export type { ReviewDocument, ReviewPin, ReviewSubmission, ConsoleEntry }
 export type ReviewJson = Static<typeof ReviewDocument>
@@ -90,14 +91,6 @@ export const SITE_RESERVED_PREFIX = '/__agent_gateway__/'
 
 /** Messages between the reviewer page (parent) and the overlay in the site frame. */
 export const OVERLAY_PROTOCOL = 'agent-gateway-review/1'
-
-/** A file of ours served as is (the reviewer page's scripts, the overlay in the site frame). */
-export interface StaticAsset {
-  body: Buffer
-  contentType: string
-  /** Strong ETag of body. */
-  etag: string
-}
 
 /**
  * The overlay the isolated origin adds to every HTML page of a site: `headTags` go first in

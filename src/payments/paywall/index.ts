@@ -4,14 +4,16 @@
 // navigation (negotiation.ts) is answered with HTML. @x402/paywall is not used: it brings React,
 // wagmi and the Solana and Algorand kits and pins another @x402/core; paywall.js is ours, small,
 // and needs only the wallet the browser injects.
-import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { staticAsset, type StaticAsset } from '../../platform/html.ts'
 import type { ProblemPage, ProblemPages } from '../../platform/http.ts'
 import type { ProblemBody } from '../../platform/errors.ts'
 import { formatUsd } from '../../platform/money.ts'
+import { templateMatcher } from '../../catalog/catalog.ts'
 import type { OperationSpec, Registry, ServerName, ServiceSpec } from '../../catalog/types.ts'
 import { USDC_BASE_ADDRESS, X402_NETWORK_CAIP2 } from '../networks.ts'
+import { decodeHeaderJson } from '../x402/header-json.ts'
 import { isBrowserNavigation } from './negotiation.ts'
 import { exampleOf, PAYWALL_ASSET_PREFIX, PAYWALL_CSP, renderPaywallPage, type PaywallView } from './page.ts'
 
@@ -51,7 +53,7 @@ export interface ExactTerms {
 export function exactTermsOf(header: string): ExactTerms | undefined {
   let decoded: unknown
   try {
-    decoded = JSON.parse(Buffer.from(header, 'base64').toString('utf8'))
+    decoded = decodeHeaderJson(header)
   } catch {
     return undefined
   }
@@ -78,31 +80,15 @@ function headerNamed(headers: Readonly<Record<string, string>>, name: string): s
   return undefined
 }
 
-/** `/plans/{planId}/purchase` → a regular expression matching the concrete path. */
-function pathPattern(path: string): RegExp {
-  const source = path.split(/\{[^}]+\}/).map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
-  return new RegExp(`^${source.join('([^/]+)')}/?$`)
-}
-
-interface StaticFile {
-  body: Buffer
-  contentType: string
-  etag: string
-}
-
-function staticFile(name: string, contentType: string): StaticFile {
-  const body = readFileSync(new URL(name, import.meta.url))
-  return { body, contentType, etag: `"${createHash('sha256').update(body).digest('base64url')}"` }
-}
-
 export function createPaywall(options: PaywallOptions): Paywall {
   const { registry, gatewayUrl } = options
   const byId = new Map<string, PaidOperation>()
   for (const service of registry.services) for (const spec of service.operations) byId.set(spec.operationId, { spec, service })
   const plans = registry.services.flatMap((service) => service.plans)
-  const files = new Map<string, StaticFile>([
-    ['paywall.js', staticFile('paywall.js', 'text/javascript; charset=utf-8')],
-    ['paywall.css', staticFile('paywall.css', 'text/css; charset=utf-8')],
+  const fileOf = (name: string, contentType: string): StaticAsset => staticAsset(readFileSync(new URL(name, import.meta.url)), contentType)
+  const files = new Map<string, StaticAsset>([
+    ['paywall.js', fileOf('paywall.js', 'text/javascript; charset=utf-8')],
+    ['paywall.css', fileOf('paywall.css', 'text/css; charset=utf-8')],
   ])
 
   function view(paid: PaidOperation, request: FastifyRequest, terms: ExactTerms | undefined): PaywallView {
@@ -165,7 +151,7 @@ export function createPaywall(options: PaywallOptions): Paywall {
       // Paid operations with a body, which a browser can only open with GET: matched by path.
       const opened = [...byId.values()]
         .filter(({ spec }) => spec.server === server && spec.method !== 'GET' && spec.proof === 'payment')
-        .map((paid) => ({ paid, pattern: pathPattern(paid.spec.path) }))
+        .map((paid) => ({ paid, pattern: templateMatcher(paid.spec.path) }))
       return {
         render(request: FastifyRequest, problem: ProblemBody, headers: Readonly<Record<string, string>>) {
           if (!isBrowserNavigation(request.headers)) return undefined
@@ -178,7 +164,8 @@ export function createPaywall(options: PaywallOptions): Paywall {
             return page(renderPaywallPage(view(paid, request, terms)), headers)
           }
           if (problem.code === 'route_not_found' && request.method === 'GET') {
-            const path = request.url.split('?')[0] ?? ''
+            // A trailing slash still names the operation.
+            const path = (request.url.split('?')[0] ?? '').replace(/(.)\/$/, '$1')
             const found = opened.find(({ pattern }) => pattern.test(path))
             if (!found) return undefined
             return page(renderPaywallPage(view(found.paid, request, undefined)), headers)

@@ -2,6 +2,7 @@
 // price, and how to pay (a browser wallet through paywall.js, an agent, a plan). Pure: a view in,
 // HTML out. Every text is escaped, the page runs no inline script (paywall.js reads the data-*
 // attributes of <main>) and loads only its own script and style sheet.
+import { escapeHtml } from '../../platform/html.ts'
 
 /** Where the page's script and style sheet are served, on every listener that can answer a 402. */
 export const PAYWALL_ASSET_PREFIX = '/paywall/'
@@ -32,12 +33,6 @@ export interface PaywallView {
   service: { title: string; url: string }
   plans: PaywallPlan[]
   gatewayUrl: string
-}
-
-const HTML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }
-
-export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c] as string)
 }
 
 /** The Content-Security-Policy of the page: its own script and styles, requests to its own origin only. */

@@ -3,11 +3,11 @@
 // and the reviewer page (reviewer.html rendered per review; its module reviewer.js, the modules it
 // imports and reviewer.css served at /reviews/assets/). The browser files are plain JS next to this
 // module (no build step).
-import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
+import { escapeHtml, staticAsset, type StaticAsset } from '../../platform/html.ts'
 import * as limits from '../limits.ts'
-import { SITE_RESERVED_PREFIX, type ReviewerAssets, type ReviewerPageView, type SiteAssets, type StaticAsset } from '../types.ts'
+import { SITE_RESERVED_PREFIX, type ReviewerAssets, type ReviewerPageView, type SiteAssets } from '../types.ts'
 
 const JS = 'text/javascript; charset=utf-8'
 const CSS = 'text/css; charset=utf-8'
@@ -16,12 +16,6 @@ const CSS = 'text/css; charset=utf-8'
 function readUiFile(name: string): string {
   const source = readFileSync(new URL(name, import.meta.url), 'utf8')
   return source.replace(/\/\* @include ([a-z-]+\.js) \*\//g, (_match, included: string) => readFileSync(new URL(included, import.meta.url), 'utf8').trim())
-}
-
-/** A body with its content type and strong ETag (quoted base64url sha256). */
-export function staticAsset(body: string | Buffer, contentType: string): StaticAsset {
-  const bytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : body
-  return { body: bytes, contentType, etag: `"${createHash('sha256').update(bytes).digest('base64url')}"` }
 }
 
 /** Replaces `/*LIMIT:NAME*\/ 123` with the current value of limits.NAME (each one must be known). */
@@ -68,12 +62,6 @@ export function createSiteAssets(reviewerOrigin: string): SiteAssets {
     headTags: `<script src="${SITE_RESERVED_PREFIX}capture.js"></script><link rel="modulepreload" href="${SITE_RESERVED_PREFIX}finder.js"><script type="module" src="${SITE_RESERVED_PREFIX}overlay.js"></script>`,
     get: (name) => files.get(name),
   }
-}
-
-const HTML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }
-
-export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!)
 }
 
 /** JSON that is inert inside <script type="application/json">: no `<`, `>`, `&`, U+2028/9 left as is. */

@@ -5,6 +5,7 @@
 import { Type, type Static } from '@sinclair/typebox'
 import type { Queryable } from '../../../platform/db/index.ts'
 import { AppError } from '../../../platform/errors.ts'
+import { escapeHtml } from '../../../platform/html.ts'
 import { check, publicUrl, randomId } from '../common.ts'
 import { queryInt, type SiblingRoute } from './types.ts'
 
@@ -135,10 +136,6 @@ export function submissionValues(form: StoredForm, input: Record<string, unknown
     out[field.name] = value
   }
   return out
-}
-
-function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!)
 }
 
 /** The hosted page: every value escaped, posting back to the same URL. */
