@@ -12,6 +12,7 @@
 // leased (purge_after pushed forward) while its blobs are deleted, so no two sweeps take one row.
 import type { BlobStore } from '../platform/blobs.ts'
 import type { Clock } from '../platform/clock.ts'
+import { forEachLimited } from '../platform/concurrency.ts'
 import type { Db } from '../platform/db/index.ts'
 import type { JobLogger, JobQueue } from '../platform/jobs.ts'
 
@@ -102,20 +103,14 @@ export function createRetentionSweep(deps: RetentionSweepDeps): RetentionSweep {
     let failedKeys = 0
     for (const row of taken) {
       const failed: string[] = []
-      const keys = row.blob_keys
-      let next = 0
-      const worker = async () => {
-        while (next < keys.length) {
-          const key = keys[next++] as string
-          try {
-            await blobs.delete(key)
-          } catch (err) {
-            failed.push(key)
-            logger.warn({ reviewId: row.review_id, key, err: (err as Error)?.message ?? String(err) }, 'review retention: blob delete failed; kept for the next sweep')
-          }
+      await forEachLimited(row.blob_keys, DELETES_AT_ONCE, async (key) => {
+        try {
+          await blobs.delete(key)
+        } catch (err) {
+          failed.push(key)
+          logger.warn({ reviewId: row.review_id, key, err: (err as Error)?.message ?? String(err) }, 'review retention: blob delete failed; kept for the next sweep')
         }
-      }
-      await Promise.all(Array.from({ length: Math.min(DELETES_AT_ONCE, keys.length) }, worker))
+      })
       if (failed.length === 0) {
         await db.query(`delete from review_uploads where review_id = $1 and reason = $2`, [row.review_id, row.reason])
         purged++

@@ -20,6 +20,7 @@ import type { PlanSpec } from '../catalog/types.ts'
 import { planOffer } from '../payments/access.ts'
 import { debitPlanIn, planStandings, type PlanStanding } from '../payments/agents.ts'
 import type { BlobStore } from '../platform/blobs.ts'
+import { forEachLimited } from '../platform/concurrency.ts'
 import type { Clock } from '../platform/clock.ts'
 import { isUniqueViolation, type Db, type Queryable } from '../platform/db/index.ts'
 import { guardedFetch, EgressRefused, type EgressPolicy } from '../platform/egress.ts'
@@ -106,14 +107,6 @@ function requestHash(input: CreateReviewInput): string {
 }
 
 const BLOB_WRITES_AT_ONCE = 8
-
-async function forEachLimited<T>(items: readonly T[], limit: number, run: (item: T) => Promise<unknown>): Promise<void> {
-  let next = 0
-  const worker = async () => {
-    while (next < items.length) await run(items[next++] as T)
-  }
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker))
-}
 
 /** The path of a file as a URL path (each segment percent-encoded). */
 function urlPath(path: string): string {
