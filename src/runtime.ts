@@ -182,7 +182,9 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
   // The embedded dev chain (anvil, its own process) starts while PGlite opens.
   const devChain: Promise<DevChain> | undefined =
     takesPayments && !config.chainRpcUrl
-      ? import('./payments/chain/dev.ts').then(({ startDevChain }) => startDevChain({ dataDir: path.join(config.dataDir, 'chain'), logger }))
+      ? import('./payments/chain/dev.ts').then(({ startDevChain }) =>
+          startDevChain({ dataDir: path.join(config.dataDir, 'chain'), logger, ...(config.chainConfirmations ? { confirmations: config.chainConfirmations } : {}) }),
+        )
       : undefined
   devChain?.catch(() => {}) // observed below; a failure is reported there
 
@@ -241,6 +243,7 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
           gatewayUrl: config.publicBaseUrl,
           chainRpcUrl: config.chainRpcUrl,
           settlerPrivateKey: config.settlerPrivateKey,
+          chainConfirmations: config.chainConfirmations,
           tempoRpcUrl: config.tempoRpcUrl,
           mppSecretKey: config.mppSecretKey,
           offerReceiptSigningKeys: config.offerReceiptSigningKeys,
@@ -310,6 +313,7 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
           runs: backend.runs,
           namespace: config.kubeNamespace,
           chain: payments.chain,
+          confirm: (keys) => (payments as Payments).confirmations.sweep(keys),
           mailer,
           logger,
           logs: blobs,
@@ -628,6 +632,7 @@ async function combinedStanding(sources: (() => Promise<RefundStanding>)[]): Pro
     outstanding: standings.reduce((sum, standing) => sum + standing.outstanding, 0),
     outstandingMicros: standings.reduce((sum, standing) => sum + standing.outstandingMicros, 0n),
     stuck: standings.reduce((sum, standing) => sum + standing.stuck, 0),
+    waiting: standings.reduce((sum, standing) => sum + standing.waiting, 0),
     oldestStuckKey: standings.find((standing) => standing.oldestStuckKey !== null)?.oldestStuckKey ?? null,
     lastError: standings.find((standing) => standing.lastError !== null)?.lastError ?? null,
   }

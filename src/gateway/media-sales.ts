@@ -9,9 +9,9 @@
 // settles at all (the payment is released), and one that delivered nothing answers 502/504.
 import type { Db, Queryable } from '../platform/db/index.ts'
 import type { Logger } from '../platform/logger.ts'
-import type { ChainPort } from '../payments/chain/types.ts'
+import type { SettlementConfirmations } from '../payments/confirmations.ts'
 import type { AfterDecision, OutcomeHandler, PaymentOutcomes } from '../payments/outcomes.ts'
-import { createRefunds, MEDIA_REFUNDS, type Refunds } from '../payments/refunds.ts'
+import { createRefunds, MEDIA_REFUNDS, type RefundChain, type Refunds, type RefundSource } from '../payments/refunds.ts'
 
 /** Names the outcome handler of media sales (payment_reservations.effect). */
 export const MEDIA_SALE_EFFECT = 'media.sale'
@@ -71,7 +71,7 @@ export async function recordSale(tx: Queryable, sale: SaleRecord): Promise<void>
 }
 
 /** The payment decision's side of a sale: settle it (and owe the refund), or mark it failed. */
-export function createMediaSaleOutcomes(deps: { refunds: Pick<Refunds, 'send'> }): OutcomeHandler {
+export function createMediaSaleOutcomes(deps: { refunds: Pick<Refunds, 'send' | 'reduce'> }): OutcomeHandler {
   return {
     async settled(tx, replayKey, reference): Promise<AfterDecision | undefined> {
       const rows = await tx.query<{ payer: string; refund_micros: bigint }>(
@@ -95,15 +95,37 @@ export function createMediaSaleOutcomes(deps: { refunds: Pick<Refunds, 'send'> }
       await tx.query(`update media_sales set state = 'failed', decided_at = now() where replay_key = $1 and state = 'provisional'`, [replayKey])
       return undefined
     },
+    async reversed(tx, replayKey) {
+      // The payment never reached the chain after all: nothing of it is owed back.
+      await tx.query(`update media_sales set state = 'reversed', decided_at = now() where replay_key = $1 and state = 'settled'`, [replayKey])
+      await deps.refunds.reduce(tx, replayKey)
+      return undefined
+    },
   }
+}
+
+/** A sale's refund returns part of that sale's own payment. */
+const saleRefundSource: RefundSource = {
+  of: async (_q, replayKey) => ({ replayKeys: [replayKey], refundedElsewhereMicros: 0n }),
 }
 
 /**
  * Makes this process decide media sales with their payments (the request path and the settlement
  * reconciler alike) and send their refunds; returns the refund outbox (retry it periodically).
  */
-export function registerMediaSales(deps: { db: Db; payments: { outcomes: PaymentOutcomes; chain: Pick<ChainPort, 'transfer' | 'resend'> }; logger: Logger }): Refunds {
-  const refunds = createRefunds({ db: deps.db, chain: deps.payments.chain, logger: deps.logger, outbox: MEDIA_REFUNDS })
+export function registerMediaSales(deps: {
+  db: Db
+  payments: { outcomes: PaymentOutcomes; chain: RefundChain; confirmations: Pick<SettlementConfirmations, 'sweep'> }
+  logger: Logger
+}): Refunds {
+  const refunds = createRefunds({
+    db: deps.db,
+    chain: deps.payments.chain,
+    logger: deps.logger,
+    outbox: MEDIA_REFUNDS,
+    source: saleRefundSource,
+    confirm: (keys) => deps.payments.confirmations.sweep(keys),
+  })
   deps.payments.outcomes.register(MEDIA_SALE_EFFECT, createMediaSaleOutcomes({ refunds }))
   return refunds
 }

@@ -5,13 +5,17 @@
 // Crash safety is the payments module's: the work of a payment is bound to it in the work's own
 // transaction, and the decision — by the request, or after a crash by the settlement reconciler —
 // runs these handlers exactly once: a settled deposit enters the ledger with its transaction hash,
-// a failed one never does; a settled per-call write becomes visible, a failed one is deleted.
+// a failed one never does; a settled per-call write becomes visible, a failed one is deleted. A
+// settlement the chain later drops for good (payments/confirmations.ts) is reversed the same way:
+// the write is deleted; the deposit leaves the ledger, and a withdrawal not signed yet that
+// returned it is reduced by it. A withdrawal is signed only once every deposit it returns is
+// confirmed on-chain.
 import { randomUUID } from 'node:crypto'
 import type { Db, Queryable } from '../platform/db/index.ts'
 import type { Logger } from '../platform/logger.ts'
-import type { ChainPort } from '../payments/chain/types.ts'
+import type { SettlementConfirmations } from '../payments/confirmations.ts'
 import type { OutcomeHandler, PaymentOutcomes } from '../payments/outcomes.ts'
-import { createRefunds, MEMORY_REFUNDS, type Refunds, type RefundState } from '../payments/refunds.ts'
+import { createRefunds, MEMORY_REFUNDS, type RefundChain, type Refunds, type RefundSource, type RefundState } from '../payments/refunds.ts'
 import type { OwnerId } from './types.ts'
 import { MEMORY_WRITE_EFFECT } from './service.ts'
 import { appendLedger, balanceOf, ensureOwner, lockOwner, nextSeq } from './store.ts'
@@ -33,10 +37,14 @@ export const memoryWriteOutcomes: OutcomeHandler = {
     await tx.query(`delete from memory_records where replay_key = $1 and state = 'provisional'`, [replayKey])
     return undefined
   },
+  async reversed(tx, replayKey) {
+    await tx.query(`delete from memory_records where replay_key = $1`, [replayKey])
+    return undefined
+  },
 }
 
 /** A deposit's decision: into the ledger with its transaction, or reversed. */
-export const memoryDepositOutcomes: OutcomeHandler = {
+export const memoryDepositOutcomes: Omit<OutcomeHandler, 'reversed'> = {
   async settled(tx, replayKey, reference) {
     const rows = await tx.query<{ owner: string; amount_micros: bigint }>(
       `update memory_deposits set state = 'settled', tx_hash = $2, decided_at = now() where replay_key = $1 and state = 'provisional' returning owner, amount_micros`,
@@ -53,6 +61,45 @@ export const memoryDepositOutcomes: OutcomeHandler = {
   },
 }
 
+/** A deposit the chain dropped for good leaves the ledger, and an unsent withdrawal of it shrinks. */
+function depositReversal(refunds: Pick<Refunds, 'reduce'>): OutcomeHandler['reversed'] {
+  return async (tx, replayKey) => {
+    const rows = await tx.query<{ owner: string; amount_micros: bigint }>(
+      `update memory_deposits set state = 'reversed', decided_at = now() where replay_key = $1 and state = 'settled' returning owner, amount_micros`,
+      [replayKey],
+    )
+    const deposit = rows[0]
+    if (deposit === undefined) return undefined
+    await lockOwner(tx, deposit.owner)
+    await appendLedger(tx, { owner: deposit.owner, kind: 'reversal', amountMicros: -deposit.amount_micros, replayKey })
+    const unsent = await tx.query<{ refund_id: string }>(
+      `select refund_id from memory_refunds where owner = $1 and state in ('pending', 'waiting', 'failed') and raw_tx is null order by created_at desc`,
+      [deposit.owner],
+    )
+    let left = deposit.amount_micros
+    for (const { refund_id } of unsent) {
+      if (left <= 0n) break
+      const taken = await refunds.reduce(tx, refund_id, left)
+      if (taken > 0n) await appendLedger(tx, { owner: deposit.owner, kind: 'reversal', amountMicros: taken, refundId: refund_id })
+      left -= taken
+    }
+    return undefined
+  }
+}
+
+/** A withdrawal returns the owner's settled deposits, less what their other withdrawals returned. */
+const withdrawalSource: RefundSource = {
+  async of(q, refundId) {
+    const rows = await q.query<{ replay_keys: string[] | null; elsewhere: bigint | null }>(
+      `select (select array_agg(d.replay_key) from memory_deposits d where d.owner = r.owner and d.state = 'settled') as replay_keys,
+              (select sum(o.amount_micros) from memory_refunds o where o.owner = r.owner and o.refund_id <> r.refund_id and o.state <> 'cancelled')::int8 as elsewhere
+         from memory_refunds r where r.refund_id = $1`,
+      [refundId],
+    )
+    return { replayKeys: rows[0]?.replay_keys ?? [], refundedElsewhereMicros: rows[0]?.elsewhere ?? 0n }
+  },
+}
+
 export interface MemoryMoney {
   refunds: Refunds
   /** Records a paid deposit, bound to its payment (call inside the request's paid handler). */
@@ -63,11 +110,22 @@ export interface MemoryMoney {
   withdraw(owner: OwnerId): Promise<{ refundedMicros: string; txHash: string | null; status: RefundState | 'none' }>
 }
 
-export function registerMemoryMoney(deps: { db: Db; logger: Logger; payments: { outcomes: PaymentOutcomes; chain: Pick<ChainPort, 'transfer' | 'resend'> } }): MemoryMoney {
+export function registerMemoryMoney(deps: {
+  db: Db
+  logger: Logger
+  payments: { outcomes: PaymentOutcomes; chain: RefundChain; confirmations: Pick<SettlementConfirmations, 'sweep'> }
+}): MemoryMoney {
   const { db } = deps
-  const refunds = createRefunds({ db, chain: deps.payments.chain, logger: deps.logger, outbox: MEMORY_REFUNDS })
+  const refunds = createRefunds({
+    db,
+    chain: deps.payments.chain,
+    logger: deps.logger,
+    outbox: MEMORY_REFUNDS,
+    source: withdrawalSource,
+    confirm: (keys) => deps.payments.confirmations.sweep(keys),
+  })
   deps.payments.outcomes.register(MEMORY_WRITE_EFFECT, memoryWriteOutcomes)
-  deps.payments.outcomes.register(MEMORY_DEPOSIT_EFFECT, memoryDepositOutcomes)
+  deps.payments.outcomes.register(MEMORY_DEPOSIT_EFFECT, { ...memoryDepositOutcomes, reversed: depositReversal(refunds) })
 
   async function refundView(refundId: string) {
     const row = (

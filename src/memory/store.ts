@@ -165,7 +165,7 @@ export async function recordByIdempotencyKey(q: Queryable, key: string): Promise
 
 // ------------------------------------------------------------------ the ledger
 
-export type LedgerKind = 'deposit' | 'debit' | 'dream' | 'refund'
+export type LedgerKind = 'deposit' | 'debit' | 'dream' | 'refund' | 'reversal'
 
 export async function balanceOf(q: Queryable, owner: OwnerId): Promise<bigint> {
   return (await q.query<{ balance: bigint }>(`select coalesce(sum(amount_micros), 0)::int8 as balance from memory_ledger where owner = $1`, [owner]))[0]?.balance ?? 0n

@@ -260,6 +260,32 @@ export function createAgentStore(db: Db, clock: Clock, plans: readonly PlanSpec[
       async failed(tx, replayKey) {
         await tx.query(`update plan_purchases set state = 'cancelled', decided_at = $2 where replay_key = $1 and state = 'provisional'`, [replayKey, clock.now()])
       },
+      async reversed(tx, replayKey) {
+        // The chain dropped the payment for good: the plan stops covering, and what is left of its
+        // credit grant goes with it (what was already spent of it is the service's loss).
+        const purchase = (
+          await tx.query<{ id: string; agent_id: string; plan_id: string; state: string }>(
+            `select id, agent_id, plan_id, state from plan_purchases where replay_key = $1 for update`,
+            [replayKey],
+          )
+        )[0]
+        if (purchase === undefined || purchase.state === 'cancelled') return
+        await tx.query(`update plan_purchases set state = 'cancelled', decided_at = $2 where id = $1`, [purchase.id, clock.now()])
+        const plan = plansById.get(purchase.plan_id)
+        if (purchase.state !== 'active' || plan?.kind !== 'credit') return
+        const grant = plan.creditMicros ?? plan.priceMicros
+        // Serialised with the agent's debits, as debitPlanIn does.
+        await tx.query(`select id from agents where id = $1 for update`, [purchase.agent_id])
+        const balance = await creditBalance(tx, purchase.agent_id, plan.id)
+        const taken = balance < grant ? balance : grant
+        if (taken <= 0n) return
+        await tx.query(`insert into plan_credit_ledger (agent_id, plan_id, kind, amount_micros, request_id) values ($1, $2, 'reversal', $3, $4)`, [
+          purchase.agent_id,
+          plan.id,
+          -taken,
+          `reversed:${purchase.id}`,
+        ])
+      },
     },
 
     coveringPlans: (agentId, service, plans, costMicros) => standings(db, agentId, service, plans, costMicros),

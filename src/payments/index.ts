@@ -9,8 +9,10 @@ import type { Clock } from '../platform/clock.ts'
 import type { Registry } from '../catalog/types.ts'
 import { createRpcChain, type ChainPort, type DevChain } from './chain/index.ts'
 import { startDevChain } from './chain/dev.ts'
-import { createMpp, mppReconciler, tempoClientFromUrl, type TempoClientFactory } from './mpp/index.ts'
-import { x402Method, x402Reconciler } from './x402/method.ts'
+import { createMpp, mppChainTruth, mppReconciler, tempoClientFromUrl, type TempoClientFactory } from './mpp/index.ts'
+import { x402ChainTruth, x402Method, x402Reconciler } from './x402/method.ts'
+import { createSettlementConfirmations, type SettlementConfirmations } from './confirmations.ts'
+import { BASE_CHAIN_ID, defaultConfirmations } from './networks.ts'
 import { createPaymentGuard, type PaymentGuard, type PaymentMethod, type ReconcileOptions } from './guard.ts'
 import { createAgentStore, PLAN_PURCHASE_EFFECT, type AgentStore } from './agents.ts'
 import { createPaymentOutcomes, type PaymentOutcomes } from './outcomes.ts'
@@ -32,10 +34,14 @@ export interface PaymentsOptions {
   gatewayUrl: string
   chainRpcUrl?: string | undefined
   settlerPrivateKey?: string | undefined
+  /** CHAIN_CONFIRMATIONS with CHAIN_RPC_URL; default per network (networks.ts). */
+  chainConfirmations?: number | undefined
   tempoRpcUrl?: string | undefined
   mppSecretKey?: string | undefined
   /** How often pending settlements are reconciled (0 = never; tests call reconcile themselves). */
   reconcileEveryMs?: number
+  /** How often settlements not confirmed yet are checked against the chain (default 5 s, 0 with reconcileEveryMs 0; 0 = only on reconcile and on demand). */
+  confirmEveryMs?: number
   /** A chain port to use instead of opening one (tests, benchmarks); the caller keeps ownership. */
   chain?: ChainPort
   /** How long an x402 settlement waits for its receipt before it is recorded as pending. */
@@ -53,6 +59,8 @@ export interface Payments {
   guard: PaymentGuard
   /** Where each domain registers the handler that activates or reverses the work it sells. */
   outcomes: PaymentOutcomes
+  /** Checks recorded settlements against the chain (refunds ask it about the payments they return). */
+  confirmations: SettlementConfirmations
   agents: AgentStore
   access: AccessControl
   /** Signs x402 offer-receipt offers and receipts; `signerAddresses` is what verifiers accept. */
@@ -84,7 +92,12 @@ export async function openPayments(options: PaymentsOptions): Promise<Payments> 
   if (options.chain) {
     chain = options.chain
   } else if (options.chainRpcUrl) {
-    chain = createRpcChain({ rpcUrl: options.chainRpcUrl, privateKey: options.settlerPrivateKey as `0x${string}`, logger })
+    chain = createRpcChain({
+      rpcUrl: options.chainRpcUrl,
+      privateKey: options.settlerPrivateKey as `0x${string}`,
+      confirmations: options.chainConfirmations ?? defaultConfirmations(BASE_CHAIN_ID),
+      logger,
+    })
   } else {
     devChain = await startDevChain({ dataDir: path.join(options.dataDir, 'chain'), logger })
     chain = devChain
@@ -104,7 +117,21 @@ export async function openPayments(options: PaymentsOptions): Promise<Payments> 
       now,
     })
     const mppMethod: PaymentMethod = { protocol: 'mpp', challenge: (quote) => mpp.challenge(quote), verify: (credential, quote) => mpp.verify(credential, quote) }
-    const outcomes = createPaymentOutcomes({ db, logger })
+    // Bound below: a new settlement is checked against the chain as soon as it is recorded. A
+    // caller that runs reconciliation itself (reconcileEveryMs 0) runs these checks itself too.
+    let confirmations: SettlementConfirmations | undefined
+    const checksInBackground = options.reconcileEveryMs !== 0
+    const outcomes = createPaymentOutcomes({
+      db,
+      logger,
+      ...(checksInBackground
+        ? {
+            onSettled: (replayKey: string) => {
+              confirmations?.sweep([replayKey]).catch((error: unknown) => logger.warn({ err: error, replayKey }, 'confirmation check failed; the sweep retries it'))
+            },
+          }
+        : {}),
+    })
     const guard = createPaymentGuard({
       db,
       methods: { x402: x402Method({ chain, now, settleTimeoutMs: options.settleTimeoutMs, offerReceipt }), mpp: mppMethod },
@@ -119,23 +146,38 @@ export async function openPayments(options: PaymentsOptions): Promise<Payments> 
     outcomes.register(PLAN_PURCHASE_EFFECT, agents.purchaseOutcomes)
     const access = createAccessControl({ guard, agents, registry: options.registry, payTo: options.payTo, gatewayUrl: options.gatewayUrl, logger, identifiers })
     const reconcilers = { x402: x402Reconciler(chain, now), ...(options.tempoRpcUrl ? { mpp: mppReconciler(tempoClientFromUrl(options.tempoRpcUrl), now) } : {}) }
+    const sweeper = createSettlementConfirmations({
+      db,
+      outcomes,
+      logger,
+      readers: { x402: x402ChainTruth(chain), ...(options.tempoRpcUrl ? { mpp: mppChainTruth(tempoClientFromUrl(options.tempoRpcUrl)) } : {}) },
+    })
+    confirmations = sweeper
     const reconcile = async (reconcileOptions?: ReconcileOptions) => {
       // Expired payment identifiers go on the same loop (claims also take over expired rows).
       await identifiers.sweep().catch((error: unknown) => logger.warn({ err: error }, 'payment identifier sweep failed'))
-      return guard.reconcile(reconcilers, reconcileOptions)
+      const decided = await guard.reconcile(reconcilers, reconcileOptions)
+      // Then the chain-truth sweep: what was recorded as settled is confirmed, re-landed or reversed.
+      const moved = await sweeper.sweep()
+      return decided + moved
     }
-    let timer: NodeJS.Timeout | undefined
-    if ((options.reconcileEveryMs ?? 30_000) > 0) {
-      timer = setInterval(() => {
-        reconcile().catch((error: unknown) => logger.error({ err: error }, 'settlement reconciliation failed'))
-      }, options.reconcileEveryMs ?? 30_000)
+    const timers: NodeJS.Timeout[] = []
+    const every = (ms: number, what: string, run: () => Promise<unknown>) => {
+      if (ms <= 0) return
+      const timer = setInterval(() => {
+        run().catch((error: unknown) => logger.error({ err: error }, what))
+      }, ms)
       timer.unref()
+      timers.push(timer)
     }
+    every(options.reconcileEveryMs ?? 30_000, 'settlement reconciliation failed', () => reconcile())
+    every(options.confirmEveryMs ?? (checksInBackground ? 5_000 : 0), 'settlement confirmation sweep failed', () => sweeper.sweep())
     return {
       chain,
       devChain,
       guard,
       outcomes,
+      confirmations: sweeper,
       agents,
       access,
       offerReceipt,
@@ -143,7 +185,7 @@ export async function openPayments(options: PaymentsOptions): Promise<Payments> 
       paywall: createPaywall({ registry: options.registry, gatewayUrl: options.gatewayUrl, payTo: options.payTo }),
       reconcile,
       async close() {
-        if (timer) clearInterval(timer)
+        for (const timer of timers) clearInterval(timer)
         if (ownsChain) await chain.close()
       },
     }

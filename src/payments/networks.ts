@@ -21,3 +21,14 @@ export const TRANSFER_WITH_AUTHORIZATION_FIELDS = [
   { name: 'validBefore', type: 'uint256' },
   { name: 'nonce', type: 'bytes32' },
 ] as const
+
+/**
+ * Blocks a settlement needs (its own included) before money leaves against it, when
+ * CHAIN_CONFIRMATIONS is not set. Base's unsafe head can still reorganise for a few blocks; 10
+ * (20 s) is past what it has shown. Other EVM chains get Ethereum's customary 12.
+ */
+export function defaultConfirmations(chainId: number): number {
+  if (chainId === 8453) return 10
+  if (chainId === 84532) return 5
+  return 12
+}

@@ -33,6 +33,13 @@ export interface OutcomeHandler {
   settled(tx: Queryable, replayKey: string, reference: string | null): Promise<AfterDecision | undefined>
   /** The payment will never settle: take its work back. Runs inside the decision's transaction. */
   failed(tx: Queryable, replayKey: string): Promise<AfterDecision | undefined>
+  /**
+   * The payment had settled, but the chain dropped it and it can never land again (confirmations.ts):
+   * take the work back as for a failed payment, and cancel what an unsent refund would return of it.
+   */
+  reversed(tx: Queryable, replayKey: string): Promise<AfterDecision | undefined>
+  /** The settlement is confirmed on-chain: money may now leave against it (e.g. a closing escrow). */
+  confirmed?(tx: Queryable, replayKey: string): Promise<AfterDecision | undefined>
 }
 
 export interface PaymentOutcomes {
@@ -40,6 +47,8 @@ export interface PaymentOutcomes {
   register(effect: string, handler: OutcomeHandler): void
   /** The effects this process can apply (the reconciler decides only those rows, plus effect-less ones). */
   effects(): string[]
+  /** The handler of `effect` (undefined for effect-less payments); throws if this process has none. */
+  handlerOf(effect: string | null): OutcomeHandler | undefined
   /**
    * Decides the payment `replayKey` with `verdict`, once. `source` names the caller in the ledger
    * (`settled` vs `reconciled_settled`). Returns the decision in force afterwards: the caller's
@@ -68,21 +77,28 @@ const LEDGER_EVENT = {
   reconciler: { settled: 'reconciled_settled', failed: 'reconciled_failed', pending: 'pending' },
 } as const
 
-export function createPaymentOutcomes(deps: { db: Db; logger: Logger }): PaymentOutcomes {
+export function createPaymentOutcomes(deps: {
+  db: Db
+  logger: Logger
+  /** Told after the commit of every new settled decision (the confirmation sweep looks at it at once). */
+  onSettled?: (replayKey: string) => void
+}): PaymentOutcomes {
   const { db, logger } = deps
   const handlers = new Map<string, OutcomeHandler>()
 
-  function handlerOf(row: ReservationRow): OutcomeHandler | undefined {
-    if (row.effect === null) return undefined
-    const handler = handlers.get(row.effect)
+  function handlerOf(effect: string | null): OutcomeHandler | undefined {
+    if (effect === null) return undefined
+    const handler = handlers.get(effect)
     // Deciding without the handler would settle money without its work (or the reverse).
-    if (handler === undefined) throw new Error(`no outcome handler for "${row.effect}" in this process`)
+    if (handler === undefined) throw new Error(`no outcome handler for "${effect}" in this process`)
     return handler
   }
 
   function finalOf(row: ReservationRow): Decision | undefined {
-    if (row.state === 'settled' || row.state === 'consumed') return { status: 'settled', reference: row.reference }
+    // 'reorged' stays settled for the work until the confirmation sweep re-decides it.
+    if (row.state === 'settled' || row.state === 'consumed' || row.state === 'reorged') return { status: 'settled', reference: row.reference }
     if (row.state === 'released') return { status: 'failed', reason: 'the payment did not settle' }
+    if (row.state === 'reversed') return { status: 'failed', reason: 'the settlement was dropped by the chain and can no longer land' }
     return undefined
   }
 
@@ -93,6 +109,7 @@ export function createPaymentOutcomes(deps: { db: Db; logger: Logger }): Payment
     },
 
     effects: () => [...handlers.keys()],
+    handlerOf,
 
     async decide(replayKey, verdict, source) {
       let after: AfterDecision | undefined
@@ -101,7 +118,7 @@ export function createPaymentOutcomes(deps: { db: Db; logger: Logger }): Payment
         if (row === undefined) throw new Error(`no reservation ${replayKey}`)
         const final = finalOf(row)
         if (final !== undefined) return final
-        const handler = handlerOf(row)
+        const handler = handlerOf(row.effect)
         const reference = verdict.status === 'failed' ? row.reference : verdict.reference || row.reference || null
         const event = LEDGER_EVENT[source][verdict.status]
         // A pending row is written once per reservation, not on every reconciler pass.
@@ -139,6 +156,7 @@ export function createPaymentOutcomes(deps: { db: Db; logger: Logger }): Payment
           logger.warn({ err: error, replayKey }, 'post-decision work failed; the owning sweep will redo it')
         })
       }
+      if (decision.status === 'settled' && verdict.status === 'settled') deps.onSettled?.(replayKey)
       return decision
     },
   }
@@ -146,17 +164,30 @@ export function createPaymentOutcomes(deps: { db: Db; logger: Logger }): Payment
 
 /** Open settlements by state, read at scrape time (a row stuck here is a payment whose work is provisional). */
 export function registerPaymentMetrics(registry: Registry, db: Db): void {
+  const states = ['reserved', 'settling', 'pending', 'unconfirmed', 'reorged'] as const
   new Gauge({
     name: 'agent_gateway_payments_open',
-    help: 'Payment reservations not decided yet, by state: reserved (work running), settling (work bound, settlement under way), pending (broadcast, outcome unknown)',
+    help: 'Payments not final yet, by state: reserved (work running), settling (work bound, settlement under way), pending (broadcast, outcome unknown), unconfirmed (settled, not yet CHAIN_CONFIRMATIONS deep), reorged (settled, then dropped by the chain; being re-landed)',
     labelNames: ['state'],
     registers: [registry],
     async collect() {
       const rows = await db.query<{ state: string; n: bigint }>(
-        `select state, count(*)::int8 as n from payment_reservations where state in ('reserved', 'settling', 'pending') group by state`,
+        `select case when state = 'settled' then 'unconfirmed' else state end as state, count(*)::int8 as n from payment_reservations
+          where state in ('reserved', 'settling', 'pending', 'reorged') or (state = 'settled' and confirmed_at is null) group by 1`,
       )
       const counts = new Map(rows.map((row) => [row.state, Number(row.n)]))
-      for (const state of ['reserved', 'settling', 'pending']) this.set({ state }, counts.get(state) ?? 0)
+      for (const state of states) this.set({ state }, counts.get(state) ?? 0)
+    },
+  })
+  new Gauge({
+    name: 'agent_gateway_settlements_unconfirmed_micros',
+    help: 'USDC micros of settled payments the chain has not confirmed yet (no refund draws on them until it does)',
+    registers: [registry],
+    async collect() {
+      const rows = await db.query<{ micros: bigint | null }>(
+        `select sum(amount_micros)::int8 as micros from payment_reservations where state in ('settled', 'reorged') and confirmed_at is null`,
+      )
+      this.set(Number(rows[0]?.micros ?? 0n))
     },
   })
 }
@@ -168,7 +199,7 @@ const STUCK_SETTLEMENT_MS = 10 * 60_000
 export async function stuckSettlements(db: Db): Promise<Record<string, unknown> | undefined> {
   const rows = await db.query<{ n: bigint; oldest: Date | null }>(
     `select count(*)::int8 as n, min(updated_at) as oldest from payment_reservations
-      where state in ('settling', 'pending') and updated_at < now() - make_interval(secs => $1)`,
+      where (state in ('settling', 'pending', 'reorged') or (state = 'settled' and confirmed_at is null)) and updated_at < now() - make_interval(secs => $1)`,
     [STUCK_SETTLEMENT_MS / 1000],
   )
   const n = Number(rows[0]?.n ?? 0n)
@@ -177,6 +208,6 @@ export async function stuckSettlements(db: Db): Promise<Record<string, unknown> 
     stuck: n,
     since: rows[0]?.oldest?.toISOString() ?? null,
     detail:
-      'Payments whose settlement outcome is still unknown after 10 minutes (chain RPC unreachable?): the work they bought stays provisional until the reconciler can decide them.',
+      'Payments whose settlement is still not final after 10 minutes (chain RPC unreachable, or a settlement the chain dropped): the work they bought stays provisional, and no refund draws on them, until the reconciler or the confirmation sweep can decide them.',
   }
 }

@@ -12,10 +12,16 @@
 // never dropped: one that cannot be sent (the refund wallet is short, the RPC is down) is retried
 // with back-off until it is confirmed, and shows in metrics and the scheduler's /readyz detail.
 //
+// Money leaves only against confirmed receipts. Before a refund is signed, the settlements it
+// returns (its RefundSource) must be confirmed on-chain (confirmations.ts), it may not exceed what
+// they brought in less what other refunds from them took, and the refund wallet must hold it;
+// otherwise it waits ('waiting', with the reason), visibly. A refund is 'confirmed' only once its
+// own transaction is final, so one the chain dropped is sent again, never forgotten.
+//
 // Where the money comes from: refunds are paid by the settler wallet (SETTLER_PRIVATE_KEY), while
 // payments go to PAY_TO_ADDRESS. See docs/payments.md "Refunds": the same wallet, or a float.
 import { Gauge, type Registry } from 'prom-client'
-import type { Db } from '../platform/db/index.ts'
+import type { Db, Queryable } from '../platform/db/index.ts'
 import type { Logger } from '../platform/logger.ts'
 import type { ChainPort } from './chain/types.ts'
 import type { Address, Hex } from './types.ts'
@@ -27,6 +33,8 @@ const BACKOFF_MAX_MS = 10 * 60_000
 const LEASE_MS = 2 * 60_000
 /** A refund not confirmed this long after its escrow closed is reported as stuck. */
 export const REFUND_STUCK_AFTER_MS = 10 * 60_000
+/** A refund waiting for confirmations (or for its own transaction to be final) looks again this soon. */
+const CONFIRMATION_RETRY_MS = 2_000
 
 /**
  * Which outbox table a Refunds instance sends from, and the column that names a refund in it.
@@ -37,7 +45,19 @@ export const SCHEDULER_REFUNDS: RefundOutbox = { table: 'scheduler_refunds', key
 export const MEDIA_REFUNDS: RefundOutbox = { table: 'media_refunds', key: 'replay_key' }
 export const MEMORY_REFUNDS: RefundOutbox = { table: 'memory_refunds', key: 'refund_id' }
 
-export type RefundState = 'pending' | 'sending' | 'confirmed' | 'failed'
+export type RefundState = 'pending' | 'waiting' | 'sending' | 'confirmed' | 'failed' | 'cancelled'
+
+/** Refund rows still owed (neither confirmed nor cancelled), as SQL over an outbox table. */
+export const OPEN_REFUND_SQL = `state not in ('confirmed', 'cancelled')`
+
+/** The payments a refund returns money from, as its domain knows them. */
+export interface RefundSource {
+  /**
+   * The spend keys (payment_reservations) of the settlements refund `key` returns money from,
+   * and what other refunds already returned of them.
+   */
+  of(q: Queryable, key: string): Promise<{ replayKeys: string[]; refundedElsewhereMicros: bigint }>
+}
 
 export interface RefundStanding {
   /** Refunds not confirmed yet, and their sum. */
@@ -45,6 +65,8 @@ export interface RefundStanding {
   outstandingMicros: bigint
   /** Outstanding for longer than REFUND_STUCK_AFTER_MS. */
   stuck: number
+  /** Not signed yet because a settlement they return is not confirmed, or the wallet is short. */
+  waiting: number
   /** The key (task id, payment replay key) of the oldest stuck refund. */
   oldestStuckKey: string | null
   lastError: string | null
@@ -58,6 +80,12 @@ export interface Refunds {
   /** Refunds whose sender died before `before` are due now (no waiting for the lease). */
   resumeOrphans(before: Date): Promise<void>
   standing(): Promise<RefundStanding>
+  /**
+   * Inside a transaction: takes up to `micros` (default: all of it) off refund `key` while it is
+   * not signed yet (its payment never reached the chain); one brought to 0 is cancelled. Returns
+   * what was taken off.
+   */
+  reduce(tx: Queryable, key: string, micros?: bigint): Promise<bigint>
 }
 
 interface RefundRow {
@@ -75,16 +103,27 @@ export function backoffMs(attempts: number): number {
   return Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** Math.max(0, attempts - 1))
 }
 
-export function createRefunds(deps: { db: Db; chain: Pick<ChainPort, 'transfer' | 'resend'>; logger: Logger; outbox?: RefundOutbox }): Refunds {
+export type RefundChain = Pick<ChainPort, 'transfer' | 'resend' | 'inclusion' | 'balanceOf' | 'serviceAddress'>
+
+export function createRefunds(deps: {
+  db: Db
+  chain: RefundChain
+  logger: Logger
+  outbox?: RefundOutbox
+  /** The settlements each refund returns; without it, a refund is not checked against them (tests of the outbox alone). */
+  source?: RefundSource
+  /** Asks the chain about settlements now (the confirmation sweep), so a refund does not wait for its timer. */
+  confirm?: (replayKeys: readonly string[]) => Promise<unknown>
+}): Refunds {
   const { db, chain, logger } = deps
   const { table, key: column } = deps.outbox ?? SCHEDULER_REFUNDS
 
   async function settle(
     key: string,
-    state: 'confirmed' | 'failed' | 'sending',
-    fields: { txHash?: string | null; error?: string | null; attempts: number; clearSigned?: boolean },
+    state: 'confirmed' | 'failed' | 'sending' | 'waiting',
+    fields: { txHash?: string | null; error?: string | null; attempts: number; clearSigned?: boolean; retryInMs?: number },
   ): Promise<void> {
-    const retryIn = state === 'confirmed' ? 0 : backoffMs(fields.attempts)
+    const retryIn = state === 'confirmed' ? 0 : (fields.retryInMs ?? backoffMs(fields.attempts))
     await db.query(
       `update ${table}
           set state = $2, tx_hash = coalesce($3, tx_hash), error = $4, updated_at = now(),
@@ -96,11 +135,59 @@ export function createRefunds(deps: { db: Db; chain: Pick<ChainPort, 'transfer' 
     )
   }
 
+  /** Mined: 'confirmed' once final, else looked at again shortly (the signed bytes are kept to resend). */
+  async function mined(key: string, txHash: Hex, attempts: number): Promise<RefundState> {
+    const seen = await chain.inclusion(txHash)
+    if (seen.status === 'included' && seen.final) {
+      await settle(key, 'confirmed', { txHash, attempts })
+      return 'confirmed'
+    }
+    await settle(key, 'sending', { txHash, error: 'mined, waiting for confirmations', attempts, retryInMs: CONFIRMATION_RETRY_MS })
+    return 'sending'
+  }
+
+  /** Why refund `refund` may not be signed yet (`confirming`: it waits for confirmations), or undefined when it may. */
+  async function holdBack(key: string, refund: RefundRow): Promise<{ reason: string; confirming: boolean } | undefined> {
+    if (deps.source !== undefined) {
+      const source = await deps.source.of(db, key)
+      let open = await unconfirmed(source.replayKeys)
+      if (open.length > 0 && deps.confirm) {
+        await deps.confirm(open)
+        open = await unconfirmed(source.replayKeys)
+      }
+      if (open.length > 0) return { reason: `waiting for ${open.length} payment(s) it returns to be confirmed on-chain`, confirming: true }
+      const received = await confirmedMicros(source.replayKeys)
+      const ceiling = received - source.refundedElsewhereMicros
+      if (refund.amount_micros > ceiling) return { reason: `it would exceed what the chain confirms was received (${ceiling} micros)`, confirming: false }
+    }
+    const balance = await chain.balanceOf(chain.serviceAddress)
+    if (balance < refund.amount_micros) return { reason: `the refund wallet holds ${balance} micros, this refund needs ${refund.amount_micros}`, confirming: false }
+    return undefined
+  }
+
+  async function unconfirmed(replayKeys: readonly string[]): Promise<string[]> {
+    if (replayKeys.length === 0) return []
+    const rows = await db.query<{ replay_key: string }>(
+      `select replay_key from payment_reservations where replay_key = any($1::text[]) and state not in ('released', 'reversed') and (state <> 'settled' or confirmed_at is null)`,
+      [replayKeys],
+    )
+    return rows.map((row) => row.replay_key)
+  }
+
+  async function confirmedMicros(replayKeys: readonly string[]): Promise<bigint> {
+    if (replayKeys.length === 0) return 0n
+    const rows = await db.query<{ micros: bigint | null }>(
+      `select sum(amount_micros)::int8 as micros from payment_reservations where replay_key = any($1::text[]) and state = 'settled' and confirmed_at is not null`,
+      [replayKeys],
+    )
+    return rows[0]?.micros ?? 0n
+  }
+
   async function send(key: string): Promise<RefundState | undefined> {
     // The claim is a lease: a sender that dies mid-way is resumed by the next one after LEASE_MS.
     const claimed = await db.query<RefundRow>(
       `update ${table} set state = 'sending', attempts = attempts + 1, updated_at = now(), next_attempt_at = now() + make_interval(secs => $2)
-        where ${column} = $1 and state <> 'confirmed' and next_attempt_at <= now()
+        where ${column} = $1 and ${OPEN_REFUND_SQL} and next_attempt_at <= now()
         returning *`,
       [key, LEASE_MS / 1000],
     )
@@ -110,10 +197,7 @@ export function createRefunds(deps: { db: Db; chain: Pick<ChainPort, 'transfer' 
     try {
       if (refund.raw_tx !== null && refund.tx_hash !== null && refund.tx_nonce !== null) {
         const resumed = await chain.resend({ hash: refund.tx_hash as Hex, nonce: Number(refund.tx_nonce), raw: refund.raw_tx as Hex }, { to, value: refund.amount_micros })
-        if (resumed.status === 'confirmed') {
-          await settle(key, 'confirmed', { txHash: resumed.txHash, attempts: refund.attempts })
-          return 'confirmed'
-        }
+        if (resumed.status === 'confirmed') return await mined(key, resumed.txHash, refund.attempts)
         if (resumed.status === 'pending') {
           await settle(key, 'sending', { error: 'receipt pending', attempts: refund.attempts })
           return 'sending'
@@ -122,15 +206,21 @@ export function createRefunds(deps: { db: Db; chain: Pick<ChainPort, 'transfer' 
         logger.warn({ key, txHash: refund.tx_hash, outcome: resumed.status }, 'refund transaction will never be mined; signing a new one')
         await db.query(`update ${table} set raw_tx = null, tx_nonce = null where ${column} = $1`, [key])
       }
+      const held = await holdBack(key, refund)
+      if (held !== undefined) {
+        if (held.confirming) {
+          // Not an attempt: it waits for the chain to confirm, which takes blocks, not back-off.
+          await db.query(`update ${table} set attempts = attempts - 1 where ${column} = $1`, [key])
+        }
+        await settle(key, 'waiting', { error: held.reason, attempts: refund.attempts, retryInMs: held.confirming ? CONFIRMATION_RETRY_MS : backoffMs(refund.attempts) })
+        return 'waiting'
+      }
       const result = await chain.transfer(to, refund.amount_micros, {
         onSigned: async (tx) => {
           await db.query(`update ${table} set tx_hash = $2, tx_nonce = $3, raw_tx = $4 where ${column} = $1`, [key, tx.hash, tx.nonce, tx.raw])
         },
       })
-      if (result.status === 'confirmed') {
-        await settle(key, 'confirmed', { txHash: result.txHash, attempts: refund.attempts })
-        return 'confirmed'
-      }
+      if (result.status === 'confirmed') return await mined(key, result.txHash, refund.attempts)
       if (result.status === 'pending') {
         // Broadcast, receipt not seen: the stored transaction is resumed on the next attempt.
         await settle(key, 'sending', { txHash: result.txHash, error: 'receipt pending', attempts: refund.attempts })
@@ -151,26 +241,43 @@ export function createRefunds(deps: { db: Db; chain: Pick<ChainPort, 'transfer' 
   return {
     send,
 
+    async reduce(tx, key, micros) {
+      const row = (
+        await tx.query<{ amount_micros: bigint; state: RefundState; raw_tx: string | null }>(`select amount_micros, state, raw_tx from ${table} where ${column} = $1 for update`, [
+          key,
+        ])
+      )[0]
+      if (row === undefined || (micros !== undefined && micros <= 0n)) return 0n
+      // Signed (or sent) refunds are past taking back; the source check keeps them from being signed early.
+      if (row.raw_tx !== null || !['pending', 'waiting', 'failed'].includes(row.state)) {
+        logger.error({ key, state: row.state }, 'a refund to reduce was already signed; left as it is')
+        return 0n
+      }
+      const taken = micros !== undefined && micros < row.amount_micros ? micros : row.amount_micros
+      const left = row.amount_micros - taken
+      await tx.query(`update ${table} set amount_micros = $2, state = case when $2 = 0 then 'cancelled' else state end, updated_at = now() where ${column} = $1`, [key, left])
+      return taken
+    },
+
     /** Refunds a dead process was sending: resumed now rather than when its lease runs out. */
     async resumeOrphans(before: Date) {
       await db.query(`update ${table} set next_attempt_at = now() where state = 'sending' and updated_at < $1`, [before])
     },
 
     async retryDue() {
-      const rows = await db.query<{ key: string }>(
-        `select ${column} as key from ${table} where state <> 'confirmed' and next_attempt_at <= now() order by next_attempt_at limit 200`,
-      )
+      const rows = await db.query<{ key: string }>(`select ${column} as key from ${table} where ${OPEN_REFUND_SQL} and next_attempt_at <= now() order by next_attempt_at limit 200`)
       for (const row of rows) await send(row.key)
       return rows.length
     },
 
     async standing() {
-      const rows = await db.query<{ outstanding: bigint; micros: bigint | null; stuck: bigint; oldest: string | null; last_error: string | null }>(
+      const rows = await db.query<{ outstanding: bigint; micros: bigint | null; stuck: bigint; waiting: bigint; oldest: string | null; last_error: string | null }>(
         `select count(*)::int8 as outstanding, sum(amount_micros)::int8 as micros,
                 count(*) filter (where created_at < now() - make_interval(secs => $1))::int8 as stuck,
-                (select ${column} as key from ${table} where state <> 'confirmed' and created_at < now() - make_interval(secs => $1) order by created_at limit 1) as oldest,
-                (select error from ${table} where state <> 'confirmed' and error is not null order by updated_at desc limit 1) as last_error
-           from ${table} where state <> 'confirmed'`,
+                count(*) filter (where state = 'waiting')::int8 as waiting,
+                (select ${column} as key from ${table} where ${OPEN_REFUND_SQL} and created_at < now() - make_interval(secs => $1) order by created_at limit 1) as oldest,
+                (select error from ${table} where ${OPEN_REFUND_SQL} and error is not null order by updated_at desc limit 1) as last_error
+           from ${table} where ${OPEN_REFUND_SQL}`,
         [REFUND_STUCK_AFTER_MS / 1000],
       )
       const row = rows[0]
@@ -178,6 +285,7 @@ export function createRefunds(deps: { db: Db; chain: Pick<ChainPort, 'transfer' 
         outstanding: Number(row?.outstanding ?? 0n),
         outstandingMicros: row?.micros ?? 0n,
         stuck: Number(row?.stuck ?? 0n),
+        waiting: Number(row?.waiting ?? 0n),
         oldestStuckKey: row?.oldest ?? null,
         lastError: row?.last_error ?? null,
       }
@@ -219,6 +327,11 @@ export function registerRefundMetrics(registry: Registry, source: { standing(): 
     })
   gauge('agent_gateway_refunds_outstanding', 'Refunds owed on-chain and not confirmed yet', async () => (await current()).outstanding)
   gauge('agent_gateway_refunds_outstanding_micros', 'USDC micros owed in refunds not confirmed yet', async () => Number((await current()).outstandingMicros))
+  gauge(
+    'agent_gateway_refunds_waiting',
+    'Refunds not signed yet: a payment they return is not confirmed on-chain, or the refund wallet is short',
+    async () => (await current()).waiting,
+  )
   gauge('agent_gateway_refunds_stuck', `Refunds not confirmed ${REFUND_STUCK_AFTER_MS / 60_000} minutes after their escrow closed`, async () => (await current()).stuck)
   gauge('agent_gateway_refund_wallet_balance_micros', 'USDC micros held by the refund (settler) wallet', async () => {
     const value = await wallet()
@@ -237,6 +350,7 @@ export async function stuckRefunds(refunds: Pick<Refunds, 'standing'>): Promise<
   return {
     stuck: standing.stuck,
     outstanding: standing.outstanding,
+    waiting: standing.waiting,
     outstanding_micros: standing.outstandingMicros.toString(),
     oldest: standing.oldestStuckKey,
     last_error: standing.lastError,

@@ -36,6 +36,8 @@ export interface Config {
   chainRpcUrl: string | undefined
   /** Hot wallet that submits settlements and pays refunds (required with CHAIN_RPC_URL). */
   settlerPrivateKey: string | undefined
+  /** CHAIN_CONFIRMATIONS: blocks a settlement needs before money leaves against it; unset = the network's default (payments/networks.ts). */
+  chainConfirmations: number | undefined
   tempoRpcUrl: string | undefined
   /** HMAC key of MPP challenges; unset = generated once and kept in the database. */
   mppSecretKey: string | undefined
@@ -189,6 +191,11 @@ export const configVariables: readonly Variable[] = [
     doc: 'EVM JSON-RPC (Base mainnet or any EVM) for settlement and refunds; unset = anvil started under DATA_DIR with a test USDC.',
   },
   { name: 'SETTLER_PRIVATE_KEY', default: '(required with CHAIN_RPC_URL)', doc: 'Hot wallet that submits x402 settlements and pays refunds (needs gas, not USDC).' },
+  {
+    name: 'CHAIN_CONFIRMATIONS',
+    default: '(per network: Base 10, Base Sepolia 5, other chains 12; dev chain 1, once saved to disk)',
+    doc: 'Blocks a settlement needs (its own included) before refunds and withdrawals may draw on it; work starts on the first receipt either way.',
+  },
   { name: 'TEMPO_RPC_URL', default: '(unset: MPP charges refused)', doc: 'Tempo JSON-RPC used to verify and broadcast MPP tempo/charge payments ($0 proofs need none).' },
   { name: 'MPP_SECRET_KEY', default: '(generated, kept in the database)', doc: 'HMAC key (≥ 32 bytes) that signs MPP challenges; share it across replicas.' },
   {
@@ -485,6 +492,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     payTo,
     chainRpcUrl,
     settlerPrivateKey,
+    chainConfirmations: env.CHAIN_CONFIRMATIONS ? readBoundedInt(env, 'CHAIN_CONFIRMATIONS', 1, 1, 1000) : undefined,
     tempoRpcUrl: readUrl(env, 'TEMPO_RPC_URL', http),
     mppSecretKey,
     offerReceiptSigningKeys: offerReceiptSigningKeys as `0x${string}`[] | undefined,

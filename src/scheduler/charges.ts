@@ -4,12 +4,13 @@
 // after settling, or the reconciler after a crash) lands here, once, in its own transaction:
 // settled → the charge enters the ledger with its transaction hash; failed → it never does (a
 // failed create deletes its task and frees its Idempotency-Key; a failed top-up frees its key).
-// Either way a closing escrow that waited for it may close.
+// Either way a closing escrow that waited for it may close; a settled one only refunds once the
+// chain confirms it (confirmed), and one the chain drops for good leaves the escrow (reversed).
 import type { Queryable } from '../platform/db/index.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Micros } from '../platform/money.ts'
 import type { AfterDecision, OutcomeHandler } from '../payments/outcomes.ts'
-import { addProvisionalCharge, appendCharge, decideProvisionalCharge, lockProvisionalCharge } from './escrow-store.ts'
+import { addProvisionalCharge, appendCharge, confirmCharge, decideProvisionalCharge, lockProvisionalCharge, reverseSettledCharge } from './escrow-store.ts'
 import type { TaskCore } from './task-core.ts'
 
 /** The outcome handler name of direct-rail escrow payments (payment_reservations.effect). */
@@ -64,6 +65,20 @@ export function createChargeOutcomes(deps: { clock: Clock; core: TaskCore }): Ou
       if (charge.funding_key !== null) await tx.query(`delete from scheduler_fundings where task_id = $1 and idempotency_key = $2`, [charge.task_id, charge.funding_key])
       if (charge.kind === 'create') {
         // A retry with the same Idempotency-Key creates a new task instead of finding this one.
+        await tx.query(`update scheduler_tasks set idempotency_key = idempotency_key || ':payment-failed:' || id where id = $1`, [charge.task_id])
+      }
+      return decided(tx, charge.task_id, { settled: false, create: charge.kind === 'create' })
+    },
+    async confirmed(tx, replayKey) {
+      const taskId = await confirmCharge(tx, replayKey, clock.now())
+      if (taskId === undefined) return
+      return decided(tx, taskId, { settled: true, create: false })
+    },
+    async reversed(tx, replayKey) {
+      // As for a failed payment: a create that was never paid takes its task with it.
+      const charge = await reverseSettledCharge(tx, replayKey, clock.now())
+      if (charge === undefined) return
+      if (charge.kind === 'create') {
         await tx.query(`update scheduler_tasks set idempotency_key = idempotency_key || ':payment-failed:' || id where id = $1`, [charge.task_id])
       }
       return decided(tx, charge.task_id, { settled: false, create: charge.kind === 'create' })

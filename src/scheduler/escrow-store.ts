@@ -24,17 +24,20 @@ export interface EscrowFacts {
   inFlight: boolean
   /** Direct-rail charges (create, top-ups) whose settlement is not known yet. */
   pending: Micros
+  /** Settled charges (in the balance) whose settlement the chain has not confirmed yet. */
+  unconfirmed: Micros
 }
 
 /** Facts of many tasks in one statement: ledger sums per kind, reservations, in-flight, settling. */
 export async function escrowFactsMany(q: Queryable, taskIds: readonly string[]): Promise<Map<string, EscrowFacts>> {
-  const rows = await q.query<{ id: string; sums: Record<string, string>; reserved: bigint; in_flight: boolean; pending: bigint }>(
+  const rows = await q.query<{ id: string; sums: Record<string, string>; reserved: bigint; in_flight: boolean; pending: bigint; unconfirmed: bigint }>(
     `select t.id,
             (select coalesce(jsonb_object_agg(kind, total), '{}'::jsonb)
                from (select kind, sum(amount_micros)::text as total from scheduler_ledger where task_id = t.id and ${MONEY_KINDS_SQL} group by kind) k) as sums,
             (select coalesce(sum(reserved_micros), 0)::int8 from scheduler_runs where task_id = t.id and ${IN_FLIGHT_SQL}) as reserved,
             exists (select 1 from scheduler_runs where task_id = t.id and ${IN_FLIGHT_SQL}) as in_flight,
-            (select coalesce(sum(amount_micros), 0)::int8 from scheduler_charges where task_id = t.id and state = 'provisional') as pending
+            (select coalesce(sum(amount_micros), 0)::int8 from scheduler_charges where task_id = t.id and state = 'provisional') as pending,
+            (select coalesce(sum(amount_micros), 0)::int8 from scheduler_charges where task_id = t.id and state = 'settled' and confirmed_at is null) as unconfirmed
        from unnest($1::text[]) as t(id)`,
     [taskIds],
   )
@@ -46,7 +49,7 @@ export async function escrowFactsMany(q: Queryable, taskIds: readonly string[]):
       if (row.sums[kind] !== undefined) entries.push({ kind, amount_micros: BigInt(row.sums[kind]), run_id: null })
     }
     const reservations = row.reserved > 0n ? [{ run_id: 'reserved', amount_micros: row.reserved }] : []
-    out.set(row.id, { summary: summarize(entries, reservations), inFlight: row.in_flight, pending: row.pending })
+    out.set(row.id, { summary: summarize(entries, reservations), inFlight: row.in_flight, pending: row.pending, unconfirmed: row.unconfirmed })
   }
   return out
 }
@@ -168,6 +171,48 @@ export async function lockProvisionalCharge(q: Queryable, replayKey: string): Pr
     ])
   )[0]
   return row?.state === 'provisional' ? { task_id: row.task_id, kind: row.kind, amount_micros: row.amount_micros, funding_key: row.funding_key } : undefined
+}
+
+/** The settled charge's payment is confirmed on-chain: a closing escrow may now refund it. */
+export async function confirmCharge(q: Queryable, replayKey: string, at: Date): Promise<string | undefined> {
+  const rows = await q.query<{ task_id: string }>(
+    `update scheduler_charges set confirmed_at = $2 where replay_key = $1 and state = 'settled' and confirmed_at is null returning task_id`,
+    [replayKey, at],
+  )
+  return rows[0]?.task_id
+}
+
+/**
+ * A settled charge whose payment the chain dropped for good: it leaves the escrow (as much of it
+ * as is still available; what runs already spent of it is the service's loss). The escrow cannot
+ * have closed on it: closing waits for its charges to be confirmed.
+ */
+export async function reverseSettledCharge(q: Queryable, replayKey: string, at: Date): Promise<ProvisionalCharge | undefined> {
+  const charge = (
+    await q.query<ProvisionalCharge & { state: string }>(`select task_id, kind, amount_micros, funding_key, state from scheduler_charges where replay_key = $1 for update`, [
+      replayKey,
+    ])
+  )[0]
+  if (charge === undefined || charge.state !== 'settled') return undefined
+  await q.query(`update scheduler_charges set state = 'reversed', decided_at = $2 where replay_key = $1`, [replayKey, at])
+  const { summary } = await escrowOf(q, charge.task_id)
+  if (summary.closed) throw new Error(`the escrow of task ${charge.task_id} closed on an unconfirmed charge`)
+  const available = summary.available_micros > 0n ? summary.available_micros : 0n
+  const taken = charge.amount_micros < available ? charge.amount_micros : available
+  if (taken > 0n) await q.query(`insert into scheduler_ledger (task_id, kind, amount_micros, run_id) values ($1, 'reversal', $2, null)`, [charge.task_id, -taken])
+  return { task_id: charge.task_id, kind: charge.kind, amount_micros: charge.amount_micros, funding_key: charge.funding_key }
+}
+
+/** Settled charges of a task whose payments the chain has not confirmed yet. */
+export async function unconfirmedChargeKeys(q: Queryable, taskId: string): Promise<string[]> {
+  const rows = await q.query<{ replay_key: string }>(`select replay_key from scheduler_charges where task_id = $1 and state = 'settled' and confirmed_at is null`, [taskId])
+  return rows.map((row) => row.replay_key)
+}
+
+/** The settled charges a task's refund returns (their payments must be confirmed before it is signed). */
+export async function settledChargeKeys(q: Queryable, taskId: string): Promise<string[]> {
+  const rows = await q.query<{ replay_key: string }>(`select replay_key from scheduler_charges where task_id = $1 and state = 'settled'`, [taskId])
+  return rows.map((row) => row.replay_key)
 }
 
 /** Settled: the charge enters the ledger with its transaction; reversed: it never does. */

@@ -14,12 +14,11 @@ import type { Db } from '../platform/db/index.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Logger } from '../platform/logger.ts'
 import type { Mailer } from '../platform/mailer.ts'
-import type { ChainPort } from '../payments/chain/types.ts'
 import type { SchedulerRates } from './domain/rates.ts'
-import { escrowOf } from './escrow-store.ts'
+import { escrowOf, settledChargeKeys } from './escrow-store.ts'
 import { createSchedulerMarketplace, type SchedulerMarketplace } from './marketplace.ts'
 import type { SchedulerSecrets } from './secrets.ts'
-import { createRefunds } from '../payments/refunds.ts'
+import { createRefunds, type RefundChain } from '../payments/refunds.ts'
 import { createTaskResources } from './task-resources.ts'
 import { createTaskCore } from './task-core.ts'
 import { createTaskReads, type LogStore } from './task-reads.ts'
@@ -43,7 +42,9 @@ export interface SchedulerServiceDeps {
   tasks: ResourceStore<TaskResource>
   runs: ResourceStore<RunResource>
   namespace: string
-  chain: Pick<ChainPort, 'transfer' | 'resend'>
+  chain: RefundChain
+  /** Asks the chain about payments now (the confirmation sweep), for refunds that return them. */
+  confirm?: (replayKeys: readonly string[]) => Promise<unknown>
   mailer: Mailer
   logger: Logger
   logs: LogStore
@@ -63,7 +64,13 @@ export interface SchedulerServiceDeps {
 export function createSchedulerService(deps: SchedulerServiceDeps) {
   const { db, clock, rates, secrets, logger } = deps
   const marketplace = deps.marketplace ?? createSchedulerMarketplace({ db, clock, rates, logger, gatewayUrl: deps.gatewayUrl })
-  const refunds = createRefunds({ db, chain: deps.chain, logger })
+  const refunds = createRefunds({
+    db,
+    chain: deps.chain,
+    logger,
+    source: { of: async (q, taskId) => ({ replayKeys: await settledChargeKeys(q, taskId), refundedElsewhereMicros: 0n }) },
+    ...(deps.confirm ? { confirm: deps.confirm } : {}),
+  })
   const resources = createTaskResources({ db, clock, logger, tasks: deps.tasks, runs: deps.runs, namespace: deps.namespace })
   const core = createTaskCore({ db, clock, rates, marketplace, resources, refunds })
   const reads = createTaskReads({ db, clock, secrets, logs: deps.logs, publicUrl: deps.publicUrl, outputCap: rates.hard_caps.max_output_bytes_in_run })
@@ -95,6 +102,7 @@ export function createSchedulerService(deps: SchedulerServiceDeps) {
     syncSlackMs: deps.syncSlackMs ?? 60_000,
     publicUrl: deps.publicUrl,
     envSecrets: deps.envSecrets,
+    confirm: deps.confirm,
   })
   const accounts = createAccounts({ db, clock, reads })
 

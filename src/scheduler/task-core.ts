@@ -70,14 +70,22 @@ export function createTaskCore(deps: TaskCoreDeps) {
    * same transaction for other marketplace tasks of this holder (not visible in the database yet).
    */
   async function factsOf(q: Queryable, task: TaskRow, known?: EscrowFacts, heldInBatch = 0n): Promise<TransitionFacts & { escrow: EscrowSummary }> {
-    const { summary, inFlight, pending } = known ?? (await escrowFacts(q, task.id))
+    const { summary, inFlight, pending, unconfirmed } = known ?? (await escrowFacts(q, task.id))
     let available = summary.available_micros
     if (task.rail === 'marketplace') {
       // The cap is the seller-local limit; the holder's plan credit is what pays.
       const room = (await marketplace.planRoom(q, task.owner)) - heldInBatch
       if (room < available) available = room < 0n ? 0n : room
     }
-    return { now: clock.now(), ceiling_micros: ceilingOf(task.spec, rates), available_micros: available, pending_micros: pending, run_in_flight: inFlight, escrow: summary }
+    return {
+      now: clock.now(),
+      ceiling_micros: ceilingOf(task.spec, rates),
+      available_micros: available,
+      pending_micros: pending,
+      unconfirmed_micros: unconfirmed,
+      run_in_flight: inFlight,
+      escrow: summary,
+    }
   }
 
   /** Applies a transition's effects inside the transaction; returns the post-commit work. */

@@ -43,7 +43,17 @@ export function createTaskReads(deps: TaskReadsDeps) {
       const amount = sent.amount_micros.toString()
       if (sent.state === 'confirmed')
         return { ...base, state: 'confirmed' as const, amount_micros: amount, tx_hash: sent.tx_hash, detail: 'Refunded on-chain to the paying wallet.' }
-      const retrying = sent.state === 'failed'
+      if (sent.state === 'cancelled') return { ...base, state: 'none' as const, detail: 'Nothing is owed: the payment it would have returned never reached the chain.' }
+      if (sent.state === 'waiting' && sent.error?.startsWith('waiting for')) {
+        return {
+          ...base,
+          state: 'after_payment' as const,
+          amount_micros: amount,
+          expected_by: sent.next_attempt_at.toISOString(),
+          detail: `The refund is sent once the payments it returns are confirmed on-chain (${sent.error}).`,
+        }
+      }
+      const retrying = sent.state === 'failed' || sent.state === 'waiting'
       return {
         ...base,
         state: retrying ? ('retrying' as const) : ('sending' as const),
@@ -56,7 +66,7 @@ export function createTaskReads(deps: TaskReadsDeps) {
       }
     }
     if (task.rail === 'marketplace') return { ...base, state: 'none' as const, detail: 'Marketplace rail: the cap is not money held for you; nothing is refunded.' }
-    const { summary, inFlight, pending } = await escrowFacts(db, task.id)
+    const { summary, inFlight, pending, unconfirmed } = await escrowFacts(db, task.id)
     if (summary.closed) {
       return { ...base, state: 'none' as const, detail: `The remainder (${summary.forfeited_micros} micros) was below the minimum refund and was forfeited as dust.` }
     }
@@ -86,6 +96,16 @@ export function createTaskReads(deps: TaskReadsDeps) {
         amount_micros: (summary.balance_micros + pending).toString(),
         estimated: true,
         detail: 'A payment into this escrow is still settling on-chain; the refund is sent once it is known (the part that settles is refunded, a failed part was never taken).',
+      }
+    }
+    if (unconfirmed > 0n) {
+      return {
+        ...base,
+        state: 'after_payment' as const,
+        amount_micros: summary.balance_micros.toString(),
+        estimated: true,
+        detail:
+          'A payment into this escrow settled but is not yet confirmed on-chain (CHAIN_CONFIRMATIONS); the refund is sent once it is (one the chain drops for good is not refunded, it was never received).',
       }
     }
     return { ...base, state: 'none' as const, detail: 'Nothing is left to refund.' }

@@ -16,7 +16,7 @@ import type { Micros } from '../platform/money.ts'
 import type { SchedulerRates } from './domain/rates.ts'
 import { initialTransition, isTerminal, transition } from './domain/states.ts'
 import { idempotencyHash, type TaskCreateInput, validateCreateTask, validateEnv, validatePatch } from './domain/validate.ts'
-import { runInFlight } from './escrow-store.ts'
+import { runInFlight, unconfirmedChargeKeys } from './escrow-store.ts'
 import type { PlanHolder, SchedulerMarketplace } from './marketplace.ts'
 import { ceilingOf, RUN_FINAL_STATUSES, runView, toStoredSpec, type RunRow, type StoredSpec, type TaskRow } from './records.ts'
 import { newBearerSecret, secretHash, type SchedulerSecrets } from './secrets.ts'
@@ -46,6 +46,8 @@ export interface TaskCommandsDeps {
   /** Public base of the scheduler ({scheduler_url}): webhook URLs. */
   publicUrl: string
   envSecrets?: EnvSecretsPort | undefined
+  /** Asks the chain about payments now (the confirmation sweep): a delete refunds at once what is confirmed. */
+  confirm?: ((replayKeys: readonly string[]) => Promise<unknown>) | undefined
 }
 
 export function createTaskCommands(deps: TaskCommandsDeps) {
@@ -386,6 +388,11 @@ export function createTaskCommands(deps: TaskCommandsDeps) {
   }
 
   async function deleteTask(taskId: string, owner: string) {
+    await ownedTask(db, taskId, owner)
+    // The escrow refunds only confirmed payments: ask the chain about its others first, so a
+    // delete right after a paid create does not wait for the sweep's timer.
+    const unconfirmed = await unconfirmedChargeKeys(db, taskId)
+    if (unconfirmed.length > 0 && deps.confirm) await deps.confirm(unconfirmed).catch(() => undefined)
     let task!: TaskRow
     const after = await db.transaction(async (tx) => {
       task = await ownedTask(tx, taskId, owner, true)

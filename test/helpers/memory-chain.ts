@@ -57,6 +57,8 @@ export interface MemoryUsdc {
   readonly chainId: number
   readonly name: string
   readonly version: string
+  /** block.timestamp of the next block, in ms. */
+  now(): number
   mint(to: Address, amount: bigint): void
   balanceOf(who: Address): bigint
   authorizationState(from: Address, nonce: Hex): boolean
@@ -138,6 +140,7 @@ export function memoryUsdc(options: MemoryUsdcOptions = {}): MemoryUsdc {
     chainId,
     name,
     version,
+    now,
     mint(to, amount) {
       balances.set(key(to), (balances.get(key(to)) ?? 0n) + amount)
     },
@@ -181,6 +184,23 @@ export function memoryChain(token: MemoryUsdc, options: { serviceAddress?: Addre
     chainId: token.chainId,
     usdc: token.address,
     serviceAddress,
+    // Instant finality: a mined transaction is final in its own block.
+    confirmations: 1,
+    async inclusion(txHash, expected) {
+      assertOpen()
+      const receipt = token.receipt(txHash)
+      if (receipt === undefined) return { status: 'missing' }
+      if (receipt.status !== 'success') return { status: 'reverted', blockNumber: 1n }
+      const matched =
+        expected === undefined ||
+        (receipt.from.toLowerCase() === expected.from.toLowerCase() && receipt.to.toLowerCase() === expected.to.toLowerCase() && receipt.value === expected.value)
+      return { status: 'included', blockNumber: 1n, blockHash: txHash, matched, final: true }
+    },
+    async authorizationFate(from, nonce, validBefore) {
+      assertOpen()
+      if (token.authorizationState(from, nonce)) return 'final'
+      return BigInt(Math.floor(token.now() / 1000)) >= validBefore ? 'dead' : 'open'
+    },
     async settleAuthorization(auth, signature): Promise<SettlementResult> {
       assertOpen()
       try {

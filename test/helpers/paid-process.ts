@@ -59,8 +59,17 @@ export interface Proc {
 export async function crashablePayments(db: Db, dev: StartedDevChain, settlerKey: Hex, payTo: Address, clock: Clock) {
   const life = new ProcessLife()
   const pdb = crashableDb(db, life)
+  const rpc = createRpcChain({ rpcUrl: dev.rpcUrl, privateKey: settlerKey, chainId: BASE_CHAIN_ID, usdc: BASE_USDC, pollingIntervalMs: 20, confirmationTimeoutMs: 10_000 })
   const chain = crashableChain(
-    createRpcChain({ rpcUrl: dev.rpcUrl, privateKey: settlerKey, chainId: BASE_CHAIN_ID, usdc: BASE_USDC, pollingIntervalMs: 20, confirmationTimeoutMs: 10_000 }),
+    {
+      ...rpc,
+      // The world's time is `clock`: a test that moves it past validBefore moves the chain's with it
+      // (anvil's own clock cannot be wound back for the scenarios that follow).
+      async authorizationFate(from, nonce, validBefore) {
+        const fate = await rpc.authorizationFate(from, nonce, validBefore)
+        return fate === 'open' && BigInt(Math.floor(clock.nowMs() / 1000)) >= validBefore ? 'dead' : fate
+      },
+    },
     life,
   )
   const kv = await openKeyValue({ kind: 'memory' })
@@ -81,6 +90,7 @@ export async function boot(db: Db, dev: StartedDevChain, settlerKey: Hex, payTo:
     runs: new PostgresResourceStore<RunResource>(pdb, { kind: 'Run' }),
     namespace: 'default',
     chain,
+    confirm: (keys) => payments.confirmations.sweep(keys),
     mailer,
     logger,
     logs: { put: async () => undefined, get: async () => undefined },

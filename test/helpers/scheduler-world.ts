@@ -133,6 +133,14 @@ export async function openWorld(options: WorldOptions = {}): Promise<World> {
       async resend() {
         return { status: 'superseded' }
       },
+      // Every refund is mined at once and final; the wallet always holds enough.
+      serviceAddress: '0x000000000000000000000000000000000000bE4c',
+      async inclusion() {
+        return { status: 'included', blockNumber: 1n, blockHash: '0x00', matched: true, final: true }
+      },
+      async balanceOf() {
+        return 10n ** 18n
+      },
     },
     mailer: createMailer({ from: 'test@localhost' }),
     logger,

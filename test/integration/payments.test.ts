@@ -187,6 +187,10 @@ async function suite(t: Test, db: Db): Promise<void> {
       work.compensations += 1
       return undefined
     },
+    reversed: async () => {
+      work.compensations += 1
+      return undefined
+    },
   }
   payments.outcomes.register(SONG_EFFECT, songOutcomes)
   const { app, url } = await buildApp(catalog, payments.access, handlers(db, chain, work))

@@ -413,7 +413,7 @@ export const RefundOutlook = Type.Object(
   {
     state: StringEnum(REFUND_STATES, {
       description:
-        'confirmed: sent and mined; sending: on its way; retrying: not sent yet (e.g. the refund wallet is short), retried until confirmed; after_run: sent when the run in flight finishes; after_payment: sent once a payment still settling is known; none: nothing to refund (marketplace rail, dust, or an empty escrow)',
+        'confirmed: sent, mined and final on-chain; sending: on its way; retrying: not sent yet (e.g. the refund wallet is short), retried until confirmed; after_run: sent when the run in flight finishes; after_payment: sent once a payment still settling is known and confirmed on-chain; none: nothing to refund (marketplace rail, dust, an empty escrow, or a payment the chain dropped for good)',
     }),
     amount_micros: MicrosString({ description: 'The refund; an estimate (a lower bound) when `estimated`' }),
     estimated: Type.Boolean(),

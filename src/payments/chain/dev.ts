@@ -3,7 +3,7 @@
 //
 // Process hygiene: anvil is spawned directly (the platform binary, not the npm node wrapper, so
 // the pid we signal is anvil itself) and is never left behind:
-//   - close(): SIGTERM (anvil dumps --state on exit), wait, SIGKILL after a timeout;
+//   - close(): the state is saved (dev-state.ts), then SIGTERM, wait, SIGKILL after a timeout;
 //   - the parent exits normally / throws: a process 'exit' hook SIGTERMs every live anvil;
 //   - the parent dies hard (SIGKILL, OOM, a runner's SIGTERM): a tiny `sh` watchdog per anvil
 //     holds the read end of a pipe whose only writer is the parent; the kernel closes it when the
@@ -19,6 +19,7 @@ import type { AddressInfo } from 'node:net'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { createPublicClient, encodeFunctionData, getAddress, http } from 'viem'
+import { createDevStatePersister, type DevStatePersister } from './dev-state.ts'
 import type { Address, Hex } from 'viem'
 import artifact from './contracts/TestUSDC.json' with { type: 'json' }
 import { createRpcChain } from './rpc.ts'
@@ -41,8 +42,8 @@ export interface DevChainOptions {
   /** Service wallet; default anvil account #0 (has ETH for gas, needs no USDC to settle). */
   serviceKey?: Hex
   logger?: ChainLogger
-  /** How often anvil dumps state while running (a crash loses at most this); default 1 s. */
-  stateIntervalSeconds?: number
+  /** Blocks a transaction needs before it is final (with a dataDir, it must also be saved); default 1. */
+  confirmations?: number
   /** Readiness deadline; default 15 000 ms. */
   startTimeoutMs?: number
   /** Default receipt wait of settle/transfer; default 30 000 ms. */
@@ -78,8 +79,8 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
   const bin = options.anvilPath ?? resolveAnvil(log)
   const stateFile = options.dataDir ? path.resolve(options.dataDir, STATE_FILE) : undefined
   if (options.dataDir) await mkdir(options.dataDir, { recursive: true })
-  // The anvil of a process that was just killed may still be writing its state (its watchdog
-  // SIGTERMed it): loading the file before it is done would lose the last transactions.
+  // The anvil of a process that was just killed may still be running (its watchdog SIGTERMed it):
+  // two chains on one state file would each be the truth for a moment.
   if (options.dataDir) await waitForPreviousAnvil(path.resolve(options.dataDir, PID_FILE), log)
 
   // A picked free port can be taken before anvil binds it: retry with another one.
@@ -87,7 +88,8 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
   for (let attempt = 0; anvil === undefined; attempt++) {
     const port = options.port ?? (await freePort())
     const args = ['--host', '127.0.0.1', '--port', String(port), '--chain-id', String(BASE_CHAIN_ID), '--quiet']
-    if (stateFile) args.push('--state', stateFile, '--state-interval', String(options.stateIntervalSeconds ?? 1))
+    // Loaded only: the saves are ours (dev-state.ts), whole files written right after each block that matters.
+    if (stateFile && existsSync(stateFile)) args.push('--load-state', stateFile)
     try {
       anvil = await launch(bin, args, port, options.startTimeoutMs ?? 15_000)
     } catch (err) {
@@ -102,6 +104,13 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
   const bootMs = Math.round(performance.now() - started)
 
   try {
+    const publicClient = createPublicClient({ transport: http(rpcUrl, { timeout: 5_000, retryCount: 0 }), pollingInterval: 20 })
+    const rpc = <T>(method: string, params: unknown[]): Promise<T> => publicClient.request({ method: method as 'eth_chainId', params: params as never }) as Promise<T>
+    const confirmations = Math.max(1, Math.floor(options.confirmations ?? 1))
+    // What was loaded is on disk already; a new chain has nothing of ours until the first save.
+    const persister: DevStatePersister | undefined = stateFile
+      ? createDevStatePersister({ rpc, file: stateFile, loadedBlock: BigInt(await rpc<Hex>('eth_blockNumber', [])), logger: log })
+      : undefined
     const chain = createRpcChain({
       rpcUrl,
       privateKey: options.serviceKey ?? ANVIL_ACCOUNT_0_KEY,
@@ -110,10 +119,24 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
       confirmationTimeoutMs: options.confirmationTimeoutMs,
       pollingIntervalMs: 20,
       requestTimeoutMs: 5_000,
+      confirmations,
+      // Final on the dev chain = deep enough and saved: a kill of the whole machine cannot take it back.
+      ...(persister
+        ? {
+            finalBlock: async (head: bigint) => {
+              const saved = await persister.through(head)
+              const deep = head - BigInt(confirmations - 1)
+              return saved < deep ? saved : deep
+            },
+          }
+        : {}),
       logger: log,
     })
-    const publicClient = createPublicClient({ transport: http(rpcUrl, { timeout: 5_000, retryCount: 0 }), pollingInterval: 20 })
-    const rpc = <T>(method: string, params: unknown[]): Promise<T> => publicClient.request({ method: method as 'eth_chainId', params: params as never }) as Promise<T>
+    /** A write's block is saved right after it, so a crash loses as little as it can. */
+    const saved = <T>(result: Promise<T>): Promise<T> =>
+      result.finally(() => {
+        persister?.soon()
+      })
 
     // TestUSDC at the canonical address: absent on a fresh chain, kept by a state load.
     const code = await rpc<Hex>('eth_getCode', [BASE_USDC, 'latest'])
@@ -135,12 +158,22 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
       chainId: chain.chainId,
       usdc: chain.usdc,
       serviceAddress: chain.serviceAddress,
-      settleAuthorization: (auth, signature, opts) => chain.settleAuthorization(auth, signature, opts),
+      confirmations,
+      settleAuthorization: (auth, signature, opts) => saved(chain.settleAuthorization(auth, signature, opts)),
+      inclusion: (txHash, expected) => chain.inclusion(txHash, expected),
+      async authorizationFate(from, nonce, validBefore) {
+        const fate = await chain.authorizationFate(from, nonce, validBefore)
+        if (fate !== 'open' || BigInt(Math.floor(Date.now() / 1000)) < validBefore) return fate
+        // anvil mines only when a transaction arrives, so its clock stands still while idle: an
+        // empty block brings it to now, and an expired authorization is then seen as dead.
+        await rpc('evm_mine', [])
+        return chain.authorizationFate(from, nonce, validBefore)
+      },
       settlementStatus: (txHash) => chain.settlementStatus(txHash),
       isAuthorizationUsed: (from, nonce) => chain.isAuthorizationUsed(from, nonce),
       findAuthorizationTx: (from, nonce) => chain.findAuthorizationTx(from, nonce),
-      transfer: (to, amount, opts) => chain.transfer(to, amount, opts),
-      resend: (tx, expected, opts) => chain.resend(tx, expected, opts),
+      transfer: (to, amount, opts) => saved(chain.transfer(to, amount, opts)),
+      resend: (tx, expected, opts) => saved(chain.resend(tx, expected, opts)),
       balanceOf: (address) => chain.balanceOf(address),
 
       mint(to, amount) {
@@ -150,6 +183,8 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
           const hash = await rpc<Hex>('eth_sendTransaction', [{ from: FAUCET_SENDER, to: BASE_USDC, data }])
           const receipt = await publicClient.waitForTransactionReceipt({ hash, timeout: 30_000 })
           if (receipt.status !== 'success') throw new Error(`mint reverted (${hash})`)
+          // The faucet answers once the money is on disk: a crash after it cannot take it back.
+          await persister?.through(receipt.blockNumber)
           return hash
         })
         mintQueue = run.catch(() => undefined)
@@ -159,6 +194,7 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
       close() {
         closing ??= (async () => {
           await chain.close()
+          await persister?.save().catch((error: unknown) => log?.warn({ err: error }, 'dev chain: could not save its state before stopping'))
           await proc.stop(log)
         })()
         return closing
@@ -361,5 +397,5 @@ async function waitForPreviousAnvil(pidFile: string, log?: ChainLogger): Promise
     if (waited > 20_000) throw new Error(`the previous anvil (pid ${pid}) does not exit`)
     await new Promise((resolve) => setTimeout(resolve, 50))
   }
-  if (Date.now() - started > 100) log?.info({ pid, ms: Date.now() - started }, 'dev chain: waited for the previous anvil to save its state')
+  if (Date.now() - started > 100) log?.info({ pid, ms: Date.now() - started }, 'dev chain: waited for the previous anvil to exit')
 }

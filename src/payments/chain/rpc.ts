@@ -28,7 +28,7 @@ import {
 } from 'viem'
 import type { Address, Chain, Hex, TransactionReceipt } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
-import type { ChainLogger, ChainPort, SettlementResult, SignedTransaction, TransferAuthorization } from './types.ts'
+import type { AuthorizationFate, ChainLogger, ChainPort, ExpectedTransfer, Inclusion, SettlementResult, SignedTransaction, TransferAuthorization } from './types.ts'
 import { BASE_CHAIN_ID, BASE_USDC, usdcAbi } from './usdc-abi.ts'
 
 export interface RpcChainOptions {
@@ -45,6 +45,13 @@ export interface RpcChainOptions {
   requestTimeoutMs?: number
   /** Receipt polling; default 250 ms (Base makes a block every 2 s). */
   pollingIntervalMs?: number
+  /** Blocks a transaction needs (its own included) before it is final; default 1. */
+  confirmations?: number
+  /**
+   * The newest block that is final, given the head. Default: head − (confirmations − 1). The dev
+   * chain narrows it to what is saved on disk.
+   */
+  finalBlock?: (head: bigint) => Promise<bigint>
   logger?: ChainLogger
 }
 
@@ -69,6 +76,8 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
   const defaultTimeoutMs = options.confirmationTimeoutMs ?? DEFAULT_CONFIRMATION_TIMEOUT_MS
   const pollingInterval = options.pollingIntervalMs ?? 250
   const log = options.logger
+  const confirmations = Math.max(1, Math.floor(options.confirmations ?? 1))
+  const finalBlock = options.finalBlock ?? (async (head: bigint) => head - BigInt(confirmations - 1))
   const account = privateKeyToAccount(options.privateKey)
   const chain: Chain = defineChain({
     id: chainId,
@@ -177,13 +186,16 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
     return judgeReceipt(receipt, hash, expected)
   }
 
-  function judgeReceipt(receipt: TransactionReceipt, hash: Hex, expected: { from: Address; to: Address; value: bigint }): SettlementResult {
-    if (receipt.status !== 'success') return { status: 'failed', reason: 'transaction reverted', txHash: hash }
+  function carries(receipt: TransactionReceipt, expected: ExpectedTransfer): boolean {
     const transfers = parseEventLogs({ abi: usdcAbi, eventName: 'Transfer', logs: receipt.logs, strict: true })
-    const matched = transfers.some(
+    return transfers.some(
       (l) => isAddressEqual(l.address, usdc) && isAddressEqual(l.args.from, expected.from) && isAddressEqual(l.args.to, expected.to) && l.args.value === expected.value,
     )
-    if (!matched) return { status: 'failed', reason: 'no matching USDC Transfer log in the receipt', txHash: hash }
+  }
+
+  function judgeReceipt(receipt: TransactionReceipt, hash: Hex, expected: ExpectedTransfer): SettlementResult {
+    if (receipt.status !== 'success') return { status: 'failed', reason: 'transaction reverted', txHash: hash }
+    if (!carries(receipt, expected)) return { status: 'failed', reason: 'no matching USDC Transfer log in the receipt', txHash: hash }
     return { status: 'confirmed', txHash: hash, blockNumber: receipt.blockNumber }
   }
 
@@ -196,6 +208,8 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
       if (!(err instanceof WaitForTransactionReceiptTimeoutError)) {
         log?.warn({ txHash: hash, err: errorReason(err) }, 'chain: receipt lookup failed')
       }
+      // Not mined in time: it may wait behind a nonce the node no longer has (a dropped block).
+      nextNonce = undefined
       return { status: 'pending', txHash: hash }
     }
     if (receipt.transactionHash !== hash) {
@@ -243,6 +257,44 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
     chainId,
     usdc,
     serviceAddress: account.address,
+    confirmations,
+
+    async inclusion(txHash, expected): Promise<Inclusion> {
+      assertOpen()
+      let receipt: TransactionReceipt
+      try {
+        receipt = await publicClient.getTransactionReceipt({ hash: txHash })
+      } catch (err) {
+        if (err instanceof BaseError && err.walk((e) => e instanceof TransactionReceiptNotFoundError)) {
+          // A transaction we counted on is gone: our view of the wallet's nonce may be ahead of the chain.
+          nextNonce = undefined
+          return { status: 'missing' }
+        }
+        throw err
+      }
+      if (receipt.status !== 'success') return { status: 'reverted', blockNumber: receipt.blockNumber }
+      const final = receipt.blockNumber <= (await finalBlock(await publicClient.getBlockNumber()))
+      return {
+        status: 'included',
+        blockNumber: receipt.blockNumber,
+        blockHash: receipt.blockHash,
+        matched: expected === undefined || carries(receipt, expected),
+        final,
+      }
+    },
+
+    async authorizationFate(from, nonce, validBefore): Promise<AuthorizationFate> {
+      assertOpen()
+      const head = await publicClient.getBlockNumber()
+      const usedAt = (blockNumber: bigint) => publicClient.readContract({ address: usdc, abi: usdcAbi, functionName: 'authorizationState', args: [from, nonce], blockNumber })
+      const last = await finalBlock(head)
+      if (await usedAt(head)) return last >= head || (last >= 0n && (await usedAt(last))) ? 'final' : 'used'
+      // EIP-3009 refuses a block whose timestamp reaches validBefore, and block times only grow:
+      // once a final block is there, no block that can still change may use it.
+      if (last < 0n) return 'open'
+      const block = await publicClient.getBlock({ blockNumber: last > head ? head : last })
+      return block.timestamp >= validBefore ? 'dead' : 'open'
+    },
 
     async settleAuthorization(auth, signature, opts) {
       assertOpen()

@@ -20,6 +20,31 @@ export type SettlementResult =
    */
   | { status: 'pending'; txHash: Hex }
 
+/** A USDC transfer a transaction is expected to carry (its Transfer log). */
+export interface ExpectedTransfer {
+  from: Address
+  to: Address
+  value: bigint
+}
+
+/**
+ * Where a transaction stands on the chain, as money decisions need it. `final`: deep enough that
+ * the chain will not drop it (CHAIN_CONFIRMATIONS blocks; on the dev chain, also saved to disk).
+ */
+export type Inclusion =
+  /** Not on the chain: never mined, dropped, or its block was reorganised away. */
+  | { status: 'missing' }
+  | { status: 'reverted'; blockNumber: bigint }
+  /** Mined; `matched`: its receipt carries the expected USDC Transfer (always true without one). */
+  | { status: 'included'; blockNumber: bigint; blockHash: Hex; matched: boolean; final: boolean }
+
+/**
+ * What an EIP-3009 authorization can still do: `final` (its nonce is used in a final block),
+ * `used` (used at the head, not final yet), `open` (unused, and it may still land), `dead`
+ * (unused, and a final block is already past validBefore: it can never move money on this chain).
+ */
+export type AuthorizationFate = 'final' | 'used' | 'open' | 'dead'
+
 /** A transaction signed by the service wallet, not necessarily broadcast. */
 export interface SignedTransaction {
   hash: Hex
@@ -37,6 +62,12 @@ export interface ChainPort {
   settleAuthorization(auth: TransferAuthorization, signature: Hex, options?: { timeoutMs?: number }): Promise<SettlementResult>
   /** Receipt lookup for reconciling a pending settlement. Throws if the RPC cannot be reached. */
   settlementStatus(txHash: Hex): Promise<'confirmed' | 'failed' | 'pending'>
+  /** Blocks a transaction needs on top of its own before money may leave against it (1 = its own block). */
+  readonly confirmations: number
+  /** Where `txHash` stands now (throws if the RPC cannot be reached). */
+  inclusion(txHash: Hex, expected?: ExpectedTransfer): Promise<Inclusion>
+  /** Whether the authorization (from, nonce), valid before `validBefore` (unix seconds), can still move money. */
+  authorizationFate(from: Address, nonce: Hex, validBefore: bigint): Promise<AuthorizationFate>
   /** USDC.authorizationState(from, nonce): true once the nonce was used on-chain. */
   isAuthorizationUsed(from: Address, nonce: Hex): Promise<boolean>
   /** The transaction that used an authorization's nonce (its AuthorizationUsed log), if found in recent blocks. */

@@ -17,6 +17,7 @@ import { Transaction } from 'viem/tempo'
 import type { KeyValue } from '../../platform/kv/index.ts'
 import { PaymentRejected, type Address, type ChallengeParts, type PriceQuote, type RejectReason, type SettlementOutcome, type VerifiedPayment } from '../types.ts'
 import { TEMPO_CHAIN_ID, type TempoClientFactory } from './tempo-rpc.ts'
+import type { ChainTruthReader } from '../confirmations.ts'
 import type { PendingReconciler } from '../guard.ts'
 
 /** Tempo mainnet USDC (TIP-20, 6 decimals). */
@@ -415,5 +416,28 @@ export function mppReconciler(getClient: TempoClientFactory, now: () => number =
     }
     if (receipt) return receipt.status === '0x1' ? { status: 'settled', reference: hash } : { status: 'failed', reason: 'the charge transaction reverted' }
     return now() - since.getTime() > MPP_UNSEEN_GIVE_UP_MS ? { status: 'failed', reason: 'the charge transaction was never mined' } : { status: 'pending' }
+  }
+}
+
+/**
+ * What Tempo says about a recorded MPP charge (confirmations.ts). Tempo finalizes a block when it
+ * is produced, so a successful receipt is final. A receipt that is not there (a lagging or failed-
+ * over RPC node) is held as not confirmed, never reversed by us: the charge was the buyer's own
+ * signed transaction, broadcast once, and only its receipt can tell; refunds drawing on it wait.
+ */
+export function mppChainTruth(getClient: TempoClientFactory): ChainTruthReader {
+  return async ({ reference, detail }) => {
+    const hash = (reference || (detail.txHash as string | undefined)) as Hex | undefined
+    if (!hash) return { status: 'unknown' }
+    const client = await getClient({ chainId: TEMPO_CHAIN_ID })
+    let receipt: { status: string; blockNumber?: string } | null
+    try {
+      receipt = (await client.request({ method: 'eth_getTransactionReceipt', params: [hash] } as never)) as { status: string; blockNumber?: string } | null
+    } catch (err) {
+      if (isUncertain(err)) return { status: 'unknown' }
+      throw err
+    }
+    if (receipt === null || receipt.status !== '0x1') return { status: 'missing' }
+    return { status: 'confirmed', reference: hash, blockNumber: receipt.blockNumber ? BigInt(receipt.blockNumber) : null }
   }
 }

@@ -2,6 +2,7 @@
 // and the reconciler that decides settlements whose outcome was unknown.
 import { encodePaymentResponseHeader } from '@x402/core/http'
 import type { ChainPort } from '../chain/index.ts'
+import type { ChainTruth, ChainTruthReader } from '../confirmations.ts'
 import type { PaymentMethod, PendingReconciler } from '../guard.ts'
 import { X402_NETWORK_CAIP2, X402_NETWORK_V1 } from '../networks.ts'
 import type { Hex, SettlementOutcome, TransferAuthorization } from '../types.ts'
@@ -127,12 +128,15 @@ export function x402Reconciler(chain: ChainPort, now: () => number): PendingReco
     const from = detail.from as Hex | undefined
     const nonce = detail.nonce as Hex | undefined
     if (!from || !nonce) return { status: 'pending' }
-    if (await chain.isAuthorizationUsed(from, nonce)) {
+    // Asked of the chain, not of our clock: a lagging RPC node must not make a valid payment look dead.
+    const fate = await chain.authorizationFate(from, nonce, BigInt(String(detail.validBefore ?? 0)))
+    if (fate === 'used' || fate === 'final') {
       const tx = await chain.findAuthorizationTx(from, nonce).catch(() => undefined)
       return { status: 'settled', reference: tx ?? reference ?? '' }
     }
+    if (fate === 'dead') return { status: 'failed', reason: 'the authorization expired unused' }
     const validBefore = Number(detail.validBefore ?? 0) * 1000
-    if (now() > validBefore) return { status: 'failed', reason: 'the authorization expired unused' }
+    if (now() > validBefore) return { status: 'pending' }
     const signed = authorizationOf(detail)
     if (state !== 'settling' || signed === undefined) return { status: 'pending' }
     const result = await chain.settleAuthorization(signed.auth, signed.signature)
@@ -140,5 +144,45 @@ export function x402Reconciler(chain: ChainPort, now: () => number): PendingReco
     if (result.status === 'pending') return { status: 'pending', reference: result.txHash }
     // Not final while the authorization is valid: the next pass asks again.
     return { status: 'pending' }
+  }
+}
+
+/**
+ * What the chain says about a recorded x402 settlement (confirmations.ts):
+ * - its transaction is on the chain with the payer's Transfer to payTo: confirmed once final;
+ * - it is not, but the authorization's nonce is used: another transaction carried it (found from
+ *   its AuthorizationUsed log), judged the same way;
+ * - the nonce is unused and the authorization still valid: broadcast it again (the buyer signed it
+ *   and got the work), and judge the new transaction on the next pass;
+ * - unused, and a final block is past validBefore: it can never land (dead).
+ */
+export function x402ChainTruth(chain: ChainPort): ChainTruthReader {
+  return async ({ reference, detail }): Promise<ChainTruth> => {
+    const signed = authorizationOf(detail)
+    if (signed === undefined) return { status: 'unknown' }
+    const { auth, signature } = signed
+    const expected = { from: auth.from, to: auth.to, value: auth.value }
+    const judged = async (txHash: Hex): Promise<ChainTruth | undefined> => {
+      const seen = await chain.inclusion(txHash, expected)
+      if (seen.status !== 'included' || !seen.matched) return undefined
+      return { status: seen.final ? 'confirmed' : 'included', reference: txHash, blockNumber: seen.blockNumber }
+    }
+    if (reference) {
+      const truth = await judged(reference as Hex)
+      if (truth) return truth
+    }
+    const fate = await chain.authorizationFate(auth.from, auth.nonce, auth.validBefore)
+    if (fate === 'used' || fate === 'final') {
+      // The money moved, in a transaction other than the one we recorded (or one we cannot see).
+      const carrier = await chain.findAuthorizationTx(auth.from, auth.nonce)
+      const truth = carrier === undefined || carrier === reference ? undefined : await judged(carrier)
+      if (truth) return truth
+      return { status: fate === 'final' ? 'confirmed' : 'included', reference: carrier ?? reference ?? '', blockNumber: null }
+    }
+    if (fate === 'dead') return { status: 'dead', reason: 'the settlement was dropped by the chain and its authorization expired unused' }
+    const again = await chain.settleAuthorization(auth, signature)
+    if (again.status === 'confirmed') return (await judged(again.txHash)) ?? { status: 'missing', reference: again.txHash }
+    if (again.status === 'pending') return { status: 'missing', reference: again.txHash }
+    return { status: 'missing' }
   }
 }

@@ -78,6 +78,8 @@ export interface TransitionFacts {
    * they are decided. Absent = 0.
    */
   readonly pending_micros?: Micros
+  /** Settled payments into the escrow that the chain has not confirmed yet: a refund may not draw on them. */
+  readonly unconfirmed_micros?: Micros
   /** A run of this task is claimed or running. */
   readonly run_in_flight: boolean
 }
@@ -216,11 +218,11 @@ function complete(task: TaskSnapshot, facts: TransitionFacts, extra: readonly Ef
 
 const pendingOf = (facts: TransitionFacts): Micros => facts.pending_micros ?? 0n
 
-/** Closes now, or once the in-flight run finalised / the provisional payments are decided. */
+/** Closes now, or once the in-flight run finalised / the provisional payments are decided and confirmed. */
 function closeEscrow(task: TaskSnapshot, facts: TransitionFacts): Effect {
   const refund = task.rail === 'direct'
   if (facts.run_in_flight) return { type: 'close_escrow', when: 'after_in_flight_run', refund }
-  if (pendingOf(facts) > 0n) return { type: 'close_escrow', when: 'after_pending_payments', refund }
+  if (pendingOf(facts) > 0n || (facts.unconfirmed_micros ?? 0n) > 0n) return { type: 'close_escrow', when: 'after_pending_payments', refund }
   return { type: 'close_escrow', when: 'now', refund }
 }
 
@@ -368,7 +370,7 @@ export function transition(task: TaskSnapshot, event: TaskEvent, facts: Transiti
     }
 
     case 'payment_decided': {
-      // A closing escrow that waited for this payment closes once nothing else is pending.
+      // A closing escrow that waited for this payment (its decision, or its confirmation) closes once nothing else is pending.
       if (isTerminal(status)) return unchanged(task, [closeEscrow(task, facts)])
       if (event.settled || !event.create) return unchanged(task)
       // The payment that was to buy the task failed: the task goes, with whatever it holds refunded.

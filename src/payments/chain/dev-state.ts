@@ -1,0 +1,92 @@
+// The dev chain's saved state, written by us rather than by anvil's own timer. anvil's `--state`
+// dumps every N seconds and on exit, so a kill of the whole process group loses the blocks of the
+// last interval while the database keeps what it recorded about them; and its dump rewrites the
+// file in place, so a kill during it leaves a file that cannot be loaded. Here the state is taken
+// with `anvil_dumpState` right after blocks that matter, written to a temporary file, fsynced and
+// renamed over the old one: the file on disk is always a whole state, and `durableBlock` is the
+// newest block it is known to hold. That is what "final" means on the dev chain: a block that a
+// crash of the machine cannot take back.
+import { open, rename } from 'node:fs/promises'
+import path from 'node:path'
+import { gunzipSync } from 'node:zlib'
+import type { Hex } from 'viem'
+import type { ChainLogger } from './types.ts'
+
+export interface DevStatePersister {
+  /** The newest block known to be on disk (-1 before the first save of a new chain). */
+  readonly durableBlock: bigint
+  /** Saves the chain's state now; resolves with the newest block the saved file holds. */
+  save(): Promise<bigint>
+  /** Resolves once `block` is on disk (saving if it is not yet). */
+  through(block: bigint): Promise<bigint>
+  /** Saves soon, without waiting (after a write whose block should not stay at risk for long). */
+  soon(): void
+}
+
+type Rpc = <T>(method: string, params: unknown[]) => Promise<T>
+
+export function createDevStatePersister(deps: { rpc: Rpc; file: string; loadedBlock: bigint; logger?: ChainLogger | undefined }): DevStatePersister {
+  const { rpc, file, logger } = deps
+  let durable = deps.loadedBlock
+  let running: Promise<bigint> | undefined
+  let next: Promise<bigint> | undefined
+
+  async function saveOnce(): Promise<bigint> {
+    // The head is read first: the dump taken after it holds at least that block.
+    const head = BigInt(await rpc<Hex>('eth_blockNumber', []))
+    const dumped = await rpc<Hex>('anvil_dumpState', [])
+    await writeWhole(file, gunzipSync(Buffer.from(dumped.slice(2), 'hex')))
+    if (head > durable) durable = head
+    return durable
+  }
+
+  /** One save at a time; a call during a save waits for the next one, which starts after it. */
+  function save(): Promise<bigint> {
+    if (running === undefined) {
+      running = saveOnce().finally(() => {
+        running = undefined
+      })
+      return running
+    }
+    next ??= running
+      .catch(() => undefined)
+      .then(() => {
+        next = undefined
+        return save()
+      })
+    return next
+  }
+
+  return {
+    get durableBlock() {
+      return durable
+    },
+    save,
+    async through(block) {
+      if (durable >= block) return durable
+      return save()
+    },
+    soon() {
+      save().catch((error: unknown) => logger?.warn({ err: error }, 'dev chain: could not save its state; retried on the next block'))
+    },
+  }
+}
+
+/** tmp file, fsync, rename, fsync of the directory: the path always names a complete file. */
+async function writeWhole(file: string, bytes: Buffer): Promise<void> {
+  const tmp = `${file}.${process.pid}.tmp`
+  const handle = await open(tmp, 'w')
+  try {
+    await handle.writeFile(bytes)
+    await handle.sync()
+  } finally {
+    await handle.close()
+  }
+  await rename(tmp, file)
+  const dir = await open(path.dirname(file), 'r')
+  try {
+    await dir.sync()
+  } finally {
+    await dir.close()
+  }
+}

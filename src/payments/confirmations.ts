@@ -1,0 +1,166 @@
+// The chain is the truth about money, the database its copy. A settlement recorded as 'settled'
+// is provisional until the chain confirms it (CHAIN_CONFIRMATIONS blocks deep; on the dev chain,
+// also saved to disk): its work may run, but no refund or withdrawal draws on it. This sweep asks
+// the chain about every settlement not confirmed yet and moves it on, once, in a transaction that
+// locks its reservation:
+//
+//   settled ──(deep enough)──────────────────────────────→ confirmed (confirmed_at, block)
+//      │
+//      └─(no longer on the chain)→ reorged ─(re-broadcast lands)→ settled (ledger: resettled)
+//                                     └──(can never land)──────→ reversed (ledger: reversed;
+//                                                                  the work is taken back)
+//
+// Every move is a payments_ledger row (reorged, resettled, reversed), so the ledger stays
+// append-only and tells the whole story. It runs at start, on the reconcile loop, right after each
+// new settlement, and whenever a refund asks about the settlements it would return.
+import type { Db } from '../platform/db/index.ts'
+import type { Logger } from '../platform/logger.ts'
+import type { AfterDecision, PaymentOutcomes } from './outcomes.ts'
+import type { Protocol } from './types.ts'
+
+/** What the chain says about one recorded settlement. */
+export type ChainTruth =
+  /** On the chain and final. */
+  | { status: 'confirmed'; reference: string; blockNumber: bigint | null }
+  /** On the chain, not deep enough yet. */
+  | { status: 'included'; reference: string; blockNumber: bigint | null }
+  /** Not on the chain (any more); `reference`: the transaction that re-broadcast it, if one was sent. */
+  | { status: 'missing'; reference?: string | undefined }
+  /** It can never land (the authorization expired unused): the work is reversed. */
+  | { status: 'dead'; reason: string }
+  /** The chain cannot tell yet (RPC down): asked again on the next pass. */
+  | { status: 'unknown' }
+
+export interface RecordedSettlement {
+  replayKey: string
+  state: 'settled' | 'reorged'
+  reference: string | null
+  detail: Record<string, unknown>
+}
+
+/** Reads one protocol's chain for a recorded settlement (and re-broadcasts one it lost, if it can). */
+export type ChainTruthReader = (row: RecordedSettlement) => Promise<ChainTruth>
+
+export interface SettlementConfirmations {
+  /** Asks the chain about these settlements (or every unconfirmed one, oldest first); returns how many moved. */
+  sweep(replayKeys?: readonly string[]): Promise<number>
+}
+
+interface Row extends RecordedSettlement {
+  [column: string]: unknown
+  protocol: Protocol
+  protocol_version: number
+  payer: string
+  amount_micros: bigint
+  operation_id: string
+  agent_id: string | null
+  effect: string | null
+}
+
+/** Rows one pass looks at, at most. */
+const BATCH = 200
+
+export function createSettlementConfirmations(deps: {
+  db: Db
+  outcomes: PaymentOutcomes
+  readers: Partial<Record<Protocol, ChainTruthReader>>
+  logger: Logger
+}): SettlementConfirmations {
+  const { db, outcomes, readers, logger } = deps
+  let passes: Promise<unknown> = Promise.resolve()
+
+  async function ledger(tx: { query: Db['query'] }, row: Row, event: 'reorged' | 'resettled' | 'reversed', reference: string | null, detail: Record<string, unknown>) {
+    await tx.query(
+      `insert into payments_ledger (protocol, protocol_version, event, replay_key, payer, payee, amount_micros, operation_id, agent_id, reference, detail)
+       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+      [row.protocol, row.protocol_version, event, row.replayKey, row.payer, String(row.detail.payTo ?? ''), row.amount_micros, row.operation_id, row.agent_id, reference, detail],
+    )
+  }
+
+  /** Applies what the chain said, if the row is still as it was read; returns whether it moved. */
+  async function apply(seen: Row, truth: ChainTruth): Promise<boolean> {
+    if (truth.status === 'unknown') return false
+    if (truth.status === 'missing' && seen.state === 'reorged' && (truth.reference === undefined || truth.reference === seen.reference)) return false
+    let after: AfterDecision | undefined
+    const moved = await db.transaction(async (tx) => {
+      const current = (
+        await tx.query<{ state: string; reference: string | null; confirmed_at: Date | null }>(
+          `select state, reference, confirmed_at from payment_reservations where replay_key = $1 for update`,
+          [seen.replayKey],
+        )
+      )[0]
+      // Someone else moved it since it was read: their decision stands.
+      if (current === undefined || current.state !== seen.state || current.reference !== seen.reference || current.confirmed_at !== null) return false
+      const handler = outcomes.handlerOf(seen.effect)
+      switch (truth.status) {
+        case 'confirmed':
+        case 'included': {
+          if (seen.state === 'reorged') await ledger(tx, seen, 'resettled', truth.reference, { ...seen.detail, previous: seen.reference })
+          const confirmed = truth.status === 'confirmed'
+          await tx.query(
+            `update payment_reservations set state = 'settled', reference = $2, block_number = $3, confirmed_at = case when $4 then now() end, updated_at = now() where replay_key = $1`,
+            [seen.replayKey, truth.reference, truth.blockNumber, confirmed],
+          )
+          if (confirmed) after = await handler?.confirmed?.(tx, seen.replayKey)
+          return confirmed || seen.state === 'reorged' || truth.reference !== seen.reference
+        }
+        case 'missing':
+          if (seen.state === 'settled') {
+            await ledger(tx, seen, 'reorged', seen.reference, seen.detail)
+            logger.warn({ replayKey: seen.replayKey, reference: seen.reference }, 'a recorded settlement is no longer on the chain; re-landing it')
+          }
+          await tx.query(`update payment_reservations set state = 'reorged', reference = $2, block_number = null, updated_at = now() where replay_key = $1`, [
+            seen.replayKey,
+            truth.reference ?? seen.reference,
+          ])
+          return true
+        case 'dead':
+          if (seen.state === 'settled') await ledger(tx, seen, 'reorged', seen.reference, seen.detail)
+          await ledger(tx, seen, 'reversed', null, { ...seen.detail, reason: truth.reason })
+          await tx.query(`update payment_reservations set state = 'reversed', block_number = null, decided_at = now(), updated_at = now() where replay_key = $1`, [seen.replayKey])
+          after = await handler?.reversed(tx, seen.replayKey)
+          logger.warn({ replayKey: seen.replayKey, reason: truth.reason }, 'a settlement the chain dropped can no longer land; its work was reversed')
+          return true
+      }
+    })
+    if (after) await after().catch((error: unknown) => logger.warn({ err: error, replayKey: seen.replayKey }, 'post-confirmation work failed; the owning sweep will redo it'))
+    return moved
+  }
+
+  async function pass(replayKeys: readonly string[] | undefined): Promise<number> {
+    const effects = outcomes.effects()
+    const rows = await db.query<Row>(
+      `select replay_key as "replayKey", state, reference, detail, protocol, protocol_version, payer, amount_micros, operation_id, agent_id, effect
+         from payment_reservations
+        where state in ('settled', 'reorged') and confirmed_at is null and (effect is null or effect = any($1::text[]))
+          ${replayKeys === undefined ? '' : 'and replay_key = any($3::text[])'}
+        order by updated_at limit $2`,
+      replayKeys === undefined ? [effects, BATCH] : [effects, BATCH, replayKeys],
+    )
+    let moved = 0
+    for (const row of rows) {
+      const read = readers[row.protocol]
+      if (read === undefined) continue
+      let truth: ChainTruth
+      try {
+        truth = await read(row)
+      } catch (error) {
+        // One settlement the chain cannot answer for must not hold up the others.
+        logger.warn({ err: error, replayKey: row.replayKey }, 'could not check a settlement against the chain yet')
+        continue
+      }
+      if (await apply(row, truth)) moved += 1
+    }
+    return moved
+  }
+
+  return {
+    sweep(replayKeys) {
+      if (replayKeys !== undefined && replayKeys.length === 0) return Promise.resolve(0)
+      // One pass at a time per process: two would re-broadcast the same lost authorization twice.
+      const run = passes.then(() => pass(replayKeys))
+      passes = run.catch(() => undefined)
+      return run
+    },
+  }
+}
