@@ -71,7 +71,6 @@ function depositReversal(refunds: Pick<Refunds, 'reduce'>): OutcomeHandler['reve
     const deposit = rows[0]
     if (deposit === undefined) return undefined
     await lockOwner(tx, deposit.owner)
-    await appendLedger(tx, { owner: deposit.owner, kind: 'reversal', amountMicros: -deposit.amount_micros, replayKey })
     const unsent = await tx.query<{ refund_id: string }>(
       `select refund_id from memory_refunds where owner = $1 and state in ('pending', 'waiting', 'failed') and raw_tx is null order by created_at desc`,
       [deposit.owner],
@@ -79,10 +78,12 @@ function depositReversal(refunds: Pick<Refunds, 'reduce'>): OutcomeHandler['reve
     let left = deposit.amount_micros
     for (const { refund_id } of unsent) {
       if (left <= 0n) break
-      const taken = await refunds.reduce(tx, refund_id, left)
-      if (taken > 0n) await appendLedger(tx, { owner: deposit.owner, kind: 'reversal', amountMicros: taken, refundId: refund_id })
-      left -= taken
+      left -= await refunds.reduce(tx, refund_id, left)
     }
+    // One row, net of what the withdrawals gave back: memory_ledger admits no positive row but a
+    // deposit (its check constraint), so the part taken off unsent withdrawals (which had left
+    // the balance with them) is not taken from the balance again. 0 when a withdrawal held it all.
+    await appendLedger(tx, { owner: deposit.owner, kind: 'reversal', amountMicros: -left, replayKey })
     return undefined
   }
 }
@@ -134,7 +135,7 @@ export function registerMemoryMoney(deps: {
       ])
     )[0]
     if (row === undefined) throw new Error(`no memory refund ${refundId}`)
-    return { refundedMicros: row.amount_micros.toString(), txHash: row.state === 'confirmed' ? row.tx_hash : null, status: row.state }
+    return { refundedMicros: row.state === 'cancelled' ? '0' : row.amount_micros.toString(), txHash: row.state === 'confirmed' ? row.tx_hash : null, status: row.state }
   }
 
   return {

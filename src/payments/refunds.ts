@@ -150,11 +150,9 @@ export function createRefunds(deps: {
   async function holdBack(key: string, refund: RefundRow): Promise<{ reason: string; confirming: boolean } | undefined> {
     if (deps.source !== undefined) {
       const source = await deps.source.of(db, key)
-      let open = await unconfirmed(source.replayKeys)
-      if (open.length > 0 && deps.confirm) {
-        await deps.confirm(open)
-        open = await unconfirmed(source.replayKeys)
-      }
+      // The chain was asked before the claim (askChain): asking it here, with the row claimed,
+      // would let a reversal it finds skip this refund as possibly signed.
+      const open = await unconfirmed(source.replayKeys)
       if (open.length > 0) return { reason: `waiting for ${open.length} payment(s) it returns to be confirmed on-chain`, confirming: true }
       const received = await confirmedMicros(source.replayKeys)
       const ceiling = received - source.refundedElsewhereMicros
@@ -183,7 +181,25 @@ export function createRefunds(deps: {
     return rows[0]?.micros ?? 0n
   }
 
+  /**
+   * Asks the chain (the confirmation sweep) about the settlements refund `key` returns that are
+   * not confirmed yet, so it need not wait for the sweep's timer. Done before the refund is
+   * claimed: a settlement found dropped for good is reversed right here, and its reversal must
+   * find this refund unclaimed to reduce or cancel it (a 'sending' row may be signed, so
+   * reduce() leaves it alone; this refund would then wait forever for money that never came).
+   */
+  async function askChain(key: string): Promise<void> {
+    if (deps.source === undefined || deps.confirm === undefined) return
+    try {
+      const open = await unconfirmed((await deps.source.of(db, key)).replayKeys)
+      if (open.length > 0) await deps.confirm(open)
+    } catch (error) {
+      logger.warn({ err: error, key }, 'could not ask the chain about the payments a refund returns; the sweep will')
+    }
+  }
+
   async function send(key: string): Promise<RefundState | undefined> {
+    await askChain(key)
     // The claim is a lease: a sender that dies mid-way is resumed by the next one after LEASE_MS.
     const claimed = await db.query<RefundRow>(
       `update ${table} set state = 'sending', attempts = attempts + 1, updated_at = now(), next_attempt_at = now() + make_interval(secs => $2)
@@ -255,7 +271,9 @@ export function createRefunds(deps: {
       }
       const taken = micros !== undefined && micros < row.amount_micros ? micros : row.amount_micros
       const left = row.amount_micros - taken
-      await tx.query(`update ${table} set amount_micros = $2, state = case when $2 = 0 then 'cancelled' else state end, updated_at = now() where ${column} = $1`, [key, left])
+      // A cancelled row keeps the amount it was owed (amounts are positive), for the record.
+      if (left === 0n) await tx.query(`update ${table} set state = 'cancelled', updated_at = now() where ${column} = $1`, [key])
+      else await tx.query(`update ${table} set amount_micros = $2, updated_at = now() where ${column} = $1`, [key, left])
       return taken
     },
 

@@ -421,6 +421,32 @@ t.test('state survives close + restart with the same dataDir', async (t) => {
   t.same(await balances(second, holder.address, payTo), [777_000n - 2n * PRICE, 2n * PRICE])
 })
 
+t.test('a kill of anvil itself (the whole machine dying) keeps every block the service was told is final', async (t) => {
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'ag-chain-kill-'))
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }))
+  const holder = newAccount()
+  const payTo = newAccount().address
+  const first = await startDevChain({ dataDir })
+  // The faucet answers once its mint is saved; a final settlement is saved by definition.
+  await first.mint(holder.address, 500_000n)
+  const { auth, signature } = await payX402(holder, first.usdc, payTo)
+  const settled = await first.settleAuthorization(auth, signature)
+  if (settled.status !== 'confirmed') throw new Error(`settlement ${settled.status}`)
+  const seen = await first.inclusion(settled.txHash, { from: holder.address, to: payTo, value: PRICE })
+  t.match(seen, { status: 'included', matched: true, final: true }, 'final once saved')
+  // No SIGTERM, no save on exit: what a power loss or an OOM kill of the process group does.
+  process.kill(first.pid, 'SIGKILL')
+  await first.close()
+  const second = await startDevChain({ dataDir })
+  t.teardown(() => second.close())
+  t.same(await balances(second, holder.address, payTo), [500_000n - PRICE, PRICE], 'the mint and the final settlement survived')
+  t.match(await second.inclusion(settled.txHash), { status: 'included', final: true }, 'the receipt is still there')
+  t.equal(await second.authorizationFate(holder.address, auth.nonce, auth.validBefore), 'final')
+  const other = await payX402(holder, second.usdc, payTo)
+  t.equal(await second.authorizationFate(holder.address, other.auth.nonce, other.auth.validBefore), 'open', 'a fresh authorization is open')
+  t.equal(await second.authorizationFate(holder.address, other.auth.nonce, nowSeconds() - 1n), 'dead', 'an expired one is dead once the idle chain mines up to now')
+})
+
 t.test('no orphan anvil when the parent process dies', async (t) => {
   const script = (onReady: string): string =>
     `const { startDevChain } = await import(${JSON.stringify(DEV_MODULE)});` + `const c = await startDevChain(); console.log('PID=' + c.pid); ${onReady}`

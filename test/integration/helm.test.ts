@@ -679,6 +679,7 @@ t.test('everything enabled: ingress, in-cluster data stores, secrets and the mig
   t.equal(gatewayEnv.get('PUBLIC_BASE_URL')?.value, 'https://agents.example.com', 'public URLs follow the TLS ingress hosts')
   t.equal(gatewayEnv.get('PUBLIC_SCHEDULER_URL')?.value, 'https://scheduler.example.com')
   t.equal(gatewayEnv.get('CHAIN_RPC_URL')?.value, 'https://mainnet.base.org')
+  t.equal(gatewayEnv.get('CHAIN_CONFIRMATIONS')?.value, '20', 'the confirmations money waits for')
 
   // Secret env: only the roles that use a secret get it; mandatory ones are not optional.
   const secretRefs = (role: string) =>

@@ -290,6 +290,10 @@ The variables are the ones src/platform/config.ts reads (README "Configuration")
 - name: CHAIN_RPC_URL
   value: {{ . | quote }}
 {{- end }}
+{{- with $v.config.chainConfirmations }}
+- name: CHAIN_CONFIRMATIONS
+  value: {{ . | int64 | quote }}
+{{- end }}
 {{- with $v.config.tempoRpcUrl }}
 - name: TEMPO_RPC_URL
   value: {{ . | quote }}
