@@ -61,6 +61,18 @@ async function suite(t: Test, db: Db): Promise<void> {
     claimed(t, await ids.claim(input('pay_pending_000000001')))
   })
 
+  await t.test('an answer whose settled payment the chain later dropped for good is forgotten', async (t) => {
+    await db.query(
+      `insert into payment_reservations (replay_key, protocol, payer, amount_micros, operation_id, state) values ('x402:settled-then-reversed', 'x402', $1, 1, 'purchasePlan', 'settled')`,
+      [PAYER],
+    )
+    const claim = claimed(t, await ids.claim(input('pay_reversed_00000001')))
+    await claim.complete(answer, 'x402:settled-then-reversed')
+    t.match(await ids.claim(input('pay_reversed_00000001')), { kind: 'replay' }, 'replayed while settled')
+    await db.query(`update payment_reservations set state = 'reversed' where replay_key = 'x402:settled-then-reversed'`)
+    claimed(t, await ids.claim(input('pay_reversed_00000001')))
+  })
+
   await t.test('a failed attempt frees the id', async (t) => {
     const claim = claimed(t, await ids.claim(input('pay_released_00000001')))
     await claim.release()

@@ -208,9 +208,10 @@ export function createPaymentIdentifiers(options: PaymentIdentifierOptions): Pay
         if (row.payer !== payer) return { kind: 'conflict', reason: 'other_payer' }
         if (row.fingerprint !== fingerprint) return { kind: 'conflict', reason: 'other_request' }
         if (row.state === 'in_flight') return { kind: 'in_progress' }
-        if (row.payment_state === 'released') {
-          // Answered while its settlement was pending, and the payment failed after all (its work
-          // was reversed): nothing was bought, so the id is free again.
+        if (row.payment_state === 'released' || row.payment_state === 'reversed') {
+          // Answered while its settlement was pending (or settled, then dropped by the chain for
+          // good), and the payment failed after all (its work was reversed): nothing was bought,
+          // so the id is free again.
           await db.query(`delete from payment_identifiers where payment_id = $1 and state = 'completed'`, [id])
           continue
         }
