@@ -64,16 +64,20 @@ export const memoryDepositOutcomes: Omit<OutcomeHandler, 'reversed'> = {
 /** A deposit the chain dropped for good leaves the ledger, and an unsent withdrawal of it shrinks. */
 function depositReversal(refunds: Pick<Refunds, 'reduce'>): OutcomeHandler['reversed'] {
   return async (tx, replayKey) => {
-    const rows = await tx.query<{ owner: string; amount_micros: bigint }>(
-      `update memory_deposits set state = 'reversed', decided_at = now() where replay_key = $1 and state = 'settled' returning owner, amount_micros`,
-      [replayKey],
-    )
-    const deposit = rows[0]
+    const deposit = (
+      await tx.query<{ owner: string; amount_micros: bigint; decided_at: Date }>(
+        `select owner, amount_micros, decided_at from memory_deposits where replay_key = $1 and state = 'settled' for update`,
+        [replayKey],
+      )
+    )[0]
     if (deposit === undefined) return undefined
+    await tx.query(`update memory_deposits set state = 'reversed', decided_at = now() where replay_key = $1`, [replayKey])
     await lockOwner(tx, deposit.owner)
+    // Only a withdrawal made after the deposit settled can have returned it.
     const unsent = await tx.query<{ refund_id: string }>(
-      `select refund_id from memory_refunds where owner = $1 and state in ('pending', 'waiting', 'failed') and raw_tx is null order by created_at desc`,
-      [deposit.owner],
+      `select refund_id from memory_refunds where owner = $1 and state in ('pending', 'waiting', 'failed', 'sending') and raw_tx is null and created_at >= $2
+        order by created_at desc`,
+      [deposit.owner, deposit.decided_at],
     )
     let left = deposit.amount_micros
     for (const { refund_id } of unsent) {

@@ -15,7 +15,7 @@
 // new settlement, and whenever a refund asks about the settlements it would return.
 import type { Db } from '../platform/db/index.ts'
 import type { Logger } from '../platform/logger.ts'
-import type { AfterDecision, PaymentOutcomes } from './outcomes.ts'
+import { appendPaymentEvent, type AfterDecision, type PaymentOutcomes, type ReservationRow } from './outcomes.ts'
 import type { Protocol } from './types.ts'
 
 /** What the chain says about one recorded settlement. */
@@ -46,16 +46,7 @@ export interface SettlementConfirmations {
   sweep(replayKeys?: readonly string[]): Promise<number>
 }
 
-interface Row extends RecordedSettlement {
-  [column: string]: unknown
-  protocol: Protocol
-  protocol_version: number
-  payer: string
-  amount_micros: bigint
-  operation_id: string
-  agent_id: string | null
-  effect: string | null
-}
+type Row = ReservationRow & RecordedSettlement
 
 /** Rows one pass looks at, at most. */
 const BATCH = 200
@@ -68,14 +59,6 @@ export function createSettlementConfirmations(deps: {
 }): SettlementConfirmations {
   const { db, outcomes, readers, logger } = deps
   let passes: Promise<unknown> = Promise.resolve()
-
-  async function ledger(tx: { query: Db['query'] }, row: Row, event: 'reorged' | 'resettled' | 'reversed', reference: string | null, detail: Record<string, unknown>) {
-    await tx.query(
-      `insert into payments_ledger (protocol, protocol_version, event, replay_key, payer, payee, amount_micros, operation_id, agent_id, reference, detail)
-       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-      [row.protocol, row.protocol_version, event, row.replayKey, row.payer, String(row.detail.payTo ?? ''), row.amount_micros, row.operation_id, row.agent_id, reference, detail],
-    )
-  }
 
   /** Applies what the chain said, if the row is still as it was read; returns whether it moved. */
   async function apply(seen: Row, truth: ChainTruth): Promise<boolean> {
@@ -95,7 +78,16 @@ export function createSettlementConfirmations(deps: {
       switch (truth.status) {
         case 'confirmed':
         case 'included': {
-          if (seen.state === 'reorged') await ledger(tx, seen, 'resettled', truth.reference, { ...seen.detail, previous: seen.reference })
+          // A settled row whose recorded transaction is gone, found carried by another one (the
+          // reader re-broadcast it within this same read, or another transaction used the
+          // authorization), was dropped and re-landed in one step: the ledger says both, or the
+          // story would skip the reorg and the reference would change silently.
+          const relanded = seen.state === 'settled' && Boolean(seen.reference) && truth.reference !== seen.reference
+          if (relanded) {
+            await appendPaymentEvent(tx, seen, 'reorged', seen.reference, seen.detail)
+            logger.warn({ replayKey: seen.replayKey, reference: seen.reference, now: truth.reference }, 'a recorded settlement is no longer on the chain; it was re-landed')
+          }
+          if (seen.state === 'reorged' || relanded) await appendPaymentEvent(tx, seen, 'resettled', truth.reference, { ...seen.detail, previous: seen.reference })
           const confirmed = truth.status === 'confirmed'
           await tx.query(
             `update payment_reservations set state = 'settled', reference = $2, block_number = $3, confirmed_at = case when $4 then now() end, updated_at = now() where replay_key = $1`,
@@ -106,7 +98,7 @@ export function createSettlementConfirmations(deps: {
         }
         case 'missing':
           if (seen.state === 'settled') {
-            await ledger(tx, seen, 'reorged', seen.reference, seen.detail)
+            await appendPaymentEvent(tx, seen, 'reorged', seen.reference, seen.detail)
             logger.warn({ replayKey: seen.replayKey, reference: seen.reference }, 'a recorded settlement is no longer on the chain; re-landing it')
           }
           await tx.query(`update payment_reservations set state = 'reorged', reference = $2, block_number = null, updated_at = now() where replay_key = $1`, [
@@ -115,8 +107,8 @@ export function createSettlementConfirmations(deps: {
           ])
           return true
         case 'dead':
-          if (seen.state === 'settled') await ledger(tx, seen, 'reorged', seen.reference, seen.detail)
-          await ledger(tx, seen, 'reversed', null, { ...seen.detail, reason: truth.reason })
+          if (seen.state === 'settled') await appendPaymentEvent(tx, seen, 'reorged', seen.reference, seen.detail)
+          await appendPaymentEvent(tx, seen, 'reversed', null, { ...seen.detail, reason: truth.reason })
           await tx.query(`update payment_reservations set state = 'reversed', block_number = null, decided_at = now(), updated_at = now() where replay_key = $1`, [seen.replayKey])
           after = await handler?.reversed(tx, seen.replayKey)
           logger.warn({ replayKey: seen.replayKey, reason: truth.reason }, 'a settlement the chain dropped can no longer land; its work was reversed')
@@ -130,7 +122,7 @@ export function createSettlementConfirmations(deps: {
   async function pass(replayKeys: readonly string[] | undefined): Promise<number> {
     const effects = outcomes.effects()
     const rows = await db.query<Row>(
-      `select replay_key as "replayKey", state, reference, detail, protocol, protocol_version, payer, amount_micros, operation_id, agent_id, effect
+      `select replay_key, replay_key as "replayKey", state, reference, detail, protocol, protocol_version, payer, amount_micros, operation_id, agent_id, effect
          from payment_reservations
         where state in ('settled', 'reorged') and confirmed_at is null and (effect is null or effect = any($1::text[]))
           ${replayKeys === undefined ? '' : 'and replay_key = any($3::text[])'}

@@ -69,7 +69,7 @@ export interface Payments {
   identifiers: PaymentIdentifiers
   /** The page a person's browser gets instead of a 402's JSON (mounted by createServiceApp). */
   paywall: Paywall
-  /** Decides open settlements (of the effects registered in this process) from the chain. */
+  /** Decides open settlements (of the effects registered in this process) from the chain, then runs the confirmation sweep; returns how many open settlements it decided. */
   reconcile(options?: ReconcileOptions): Promise<number>
   close(): Promise<void>
 }
@@ -158,8 +158,8 @@ export async function openPayments(options: PaymentsOptions): Promise<Payments> 
       await identifiers.sweep().catch((error: unknown) => logger.warn({ err: error }, 'payment identifier sweep failed'))
       const decided = await guard.reconcile(reconcilers, reconcileOptions)
       // Then the chain-truth sweep: what was recorded as settled is confirmed, re-landed or reversed.
-      const moved = await sweeper.sweep()
-      return decided + moved
+      await sweeper.sweep()
+      return decided
     }
     const timers: NodeJS.Timeout[] = []
     const every = (ms: number, what: string, run: () => Promise<unknown>) => {

@@ -57,7 +57,8 @@ export interface PaymentOutcomes {
   decide(replayKey: string, verdict: Verdict, source: 'request' | 'reconciler'): Promise<Decision>
 }
 
-interface ReservationRow {
+/** A payment_reservations row as decisions read it. */
+export interface ReservationRow {
   [column: string]: unknown
   replay_key: string
   protocol: Protocol
@@ -70,6 +71,25 @@ interface ReservationRow {
   reference: string | null
   effect: string | null
   detail: Record<string, unknown>
+}
+
+/** payments_ledger events: the decisions' and the chain-truth sweep's (confirmations.ts). */
+export type LedgerEvent = 'settled' | 'pending' | 'failed' | 'reconciled_settled' | 'reconciled_failed' | 'reorged' | 'resettled' | 'reversed'
+
+/** Appends one payments_ledger row about reservation `row` (a second settlement of one spend key is dropped). */
+export async function appendPaymentEvent(
+  q: Queryable,
+  row: ReservationRow,
+  event: LedgerEvent,
+  reference: string | null,
+  detail: Record<string, unknown> = row.detail,
+): Promise<void> {
+  await q.query(
+    `insert into payments_ledger (protocol, protocol_version, event, replay_key, payer, payee, amount_micros, operation_id, agent_id, reference, detail)
+     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+     on conflict (replay_key) where event in ('settled', 'reconciled_settled') do nothing`,
+    [row.protocol, row.protocol_version, event, row.replay_key, row.payer, String(row.detail.payTo ?? ''), row.amount_micros, row.operation_id, row.agent_id, reference, detail],
+  )
 }
 
 const LEDGER_EVENT = {
@@ -122,26 +142,7 @@ export function createPaymentOutcomes(deps: {
         const reference = verdict.status === 'failed' ? row.reference : verdict.reference || row.reference || null
         const event = LEDGER_EVENT[source][verdict.status]
         // A pending row is written once per reservation, not on every reconciler pass.
-        if (verdict.status !== 'pending' || row.state !== 'pending') {
-          await tx.query(
-            `insert into payments_ledger (protocol, protocol_version, event, replay_key, payer, payee, amount_micros, operation_id, agent_id, reference, detail)
-             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-             on conflict (replay_key) where event in ('settled', 'reconciled_settled') do nothing`,
-            [
-              row.protocol,
-              row.protocol_version,
-              event,
-              replayKey,
-              row.payer,
-              String(row.detail.payTo ?? ''),
-              row.amount_micros,
-              row.operation_id,
-              row.agent_id,
-              reference,
-              row.detail,
-            ],
-          )
-        }
+        if (verdict.status !== 'pending' || row.state !== 'pending') await appendPaymentEvent(tx, row, event, reference)
         if (verdict.status === 'pending') {
           await tx.query(`update payment_reservations set state = 'pending', reference = $2, updated_at = now() where replay_key = $1`, [replayKey, reference])
           return { status: 'pending', reference }

@@ -21,6 +21,7 @@
 // Where the money comes from: refunds are paid by the settler wallet (SETTLER_PRIVATE_KEY), while
 // payments go to PAY_TO_ADDRESS. See docs/payments.md "Refunds": the same wallet, or a float.
 import { Gauge, type Registry } from 'prom-client'
+import type { REFUND_OUTBOX_STATES } from '../catalog/schemas/common.ts'
 import type { Db, Queryable } from '../platform/db/index.ts'
 import type { Logger } from '../platform/logger.ts'
 import type { ChainPort } from './chain/types.ts'
@@ -45,7 +46,7 @@ export const SCHEDULER_REFUNDS: RefundOutbox = { table: 'scheduler_refunds', key
 export const MEDIA_REFUNDS: RefundOutbox = { table: 'media_refunds', key: 'replay_key' }
 export const MEMORY_REFUNDS: RefundOutbox = { table: 'memory_refunds', key: 'refund_id' }
 
-export type RefundState = 'pending' | 'waiting' | 'sending' | 'confirmed' | 'failed' | 'cancelled'
+export type RefundState = (typeof REFUND_OUTBOX_STATES)[number]
 
 /** Refund rows still owed (neither confirmed nor cancelled), as SQL over an outbox table. */
 export const OPEN_REFUND_SQL = `state not in ('confirmed', 'cancelled')`
@@ -130,7 +131,7 @@ export function createRefunds(deps: {
               confirmed_at = case when $2 = 'confirmed' then now() else confirmed_at end,
               next_attempt_at = now() + make_interval(secs => $5),
               raw_tx = case when $6 then null else raw_tx end, tx_nonce = case when $6 then null else tx_nonce end
-        where ${column} = $1`,
+        where ${column} = $1 and state <> 'cancelled'`,
       [key, state, fields.txHash ?? null, fields.error ?? null, retryIn / 1000, fields.clearSigned === true],
     )
   }
@@ -233,7 +234,13 @@ export function createRefunds(deps: {
       }
       const result = await chain.transfer(to, refund.amount_micros, {
         onSigned: async (tx) => {
-          await db.query(`update ${table} set tx_hash = $2, tx_nonce = $3, raw_tx = $4 where ${column} = $1`, [key, tx.hash, tx.nonce, tx.raw])
+          // Recorded only if nobody reduced or cancelled the refund since it was claimed (a
+          // reversal may, while it is unsigned): otherwise nothing is broadcast.
+          const recorded = await db.query(
+            `update ${table} set tx_hash = $2, tx_nonce = $3, raw_tx = $4 where ${column} = $1 and state = 'sending' and amount_micros = $5 returning 1`,
+            [key, tx.hash, tx.nonce, tx.raw, refund.amount_micros],
+          )
+          if (recorded.length === 0) throw new Error('the refund was reduced or cancelled while it was being signed')
         },
       })
       if (result.status === 'confirmed') return await mined(key, result.txHash, refund.attempts)
@@ -264,8 +271,10 @@ export function createRefunds(deps: {
         ])
       )[0]
       if (row === undefined || (micros !== undefined && micros <= 0n)) return 0n
-      // Signed (or sent) refunds are past taking back; the source check keeps them from being signed early.
-      if (row.raw_tx !== null || !['pending', 'waiting', 'failed'].includes(row.state)) {
+      // Signed (or sent) refunds are past taking back; the source check keeps them from being signed
+      // early. An unsigned one being sent ('sending', no raw_tx) may be reduced: its signer records
+      // the signed transaction only if the amount is still the one it signed.
+      if (row.raw_tx !== null || !['pending', 'waiting', 'failed', 'sending'].includes(row.state)) {
         logger.error({ key, state: row.state }, 'a refund to reduce was already signed; left as it is')
         return 0n
       }

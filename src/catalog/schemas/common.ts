@@ -66,6 +66,9 @@ export const IdempotencyKey = Type.String({
 
 export const Timestamp = Type.String({ format: 'date-time', description: 'RFC 3339 timestamp' })
 
+/** The states of an on-chain refund in its outbox (src/payments/refunds.ts), as answers show them. */
+export const REFUND_OUTBOX_STATES = ['pending', 'waiting', 'sending', 'confirmed', 'failed', 'cancelled'] as const
+
 export function Nullable<T extends TSchema>(schema: T, options: SchemaOptions = {}) {
   // Null first: under coerceTypes a null would otherwise be coerced to "" / 0 by the other branch.
   return Type.Union([Type.Null(), schema], options)

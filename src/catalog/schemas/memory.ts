@@ -1,7 +1,7 @@
 // Memory service ({memory_url}/api/v1). SPEC names recall, expand, account and withdraw paths;
 // the remember and deposit paths and every payload are "not shown" there and designed here.
 import { Type } from '@sinclair/typebox'
-import { IdempotencyKey, MicrosHeader, MicrosString, Nullable, StringEnum, Timestamp } from './common.ts'
+import { IdempotencyKey, MicrosHeader, MicrosString, Nullable, REFUND_OUTBOX_STATES, StringEnum, Timestamp } from './common.ts'
 
 const Context = Type.String({
   minLength: 1,
@@ -143,7 +143,7 @@ export const MemoryAccount = Type.Object(
     ledger: Type.Array(
       Type.Object(
         {
-          kind: StringEnum(['deposit', 'debit', 'dream', 'refund'] as const),
+          kind: StringEnum(['deposit', 'debit', 'dream', 'refund', 'reversal'] as const),
           amountMicros: Type.String({ pattern: '^-?[0-9]+$', description: 'Signed integer micros: + deposit, − debit, dream, refund' }),
           memoryId: Nullable(Type.String()),
           txHash: Nullable(Type.String()),
@@ -160,7 +160,11 @@ export const MemoryAccount = Type.Object(
 export const WithdrawResult = Type.Object(
   {
     refundedMicros: MicrosString(),
-    txHash: Nullable(Type.String(), { description: 'On-chain refund transaction; null when nothing was left' }),
+    txHash: Nullable(Type.String(), { description: 'On-chain refund transaction once confirmed; null before, and when nothing was left' }),
+    status: StringEnum(['none', ...REFUND_OUTBOX_STATES] as const, {
+      description:
+        'none: nothing was left to withdraw; waiting: signed once every deposit it returns is confirmed on-chain (or the refund wallet can pay it); sending / failed: on its way or retried; confirmed: sent and final; cancelled: the deposits it returned never reached the chain',
+    }),
   },
   { additionalProperties: false },
 )

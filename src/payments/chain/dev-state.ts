@@ -36,7 +36,8 @@ export function createDevStatePersister(deps: { rpc: Rpc; file: string; loadedBl
     const head = BigInt(await rpc<Hex>('eth_blockNumber', []))
     const dumped = await rpc<Hex>('anvil_dumpState', [])
     await writeWhole(file, gunzipSync(Buffer.from(dumped.slice(2), 'hex')))
-    if (head > durable) durable = head
+    // What the file holds now, even below an earlier save (a chain rolled back with evm_revert).
+    durable = head
     return durable
   }
 
