@@ -69,7 +69,7 @@ export interface World {
   settle(): Promise<void>
   /**
    * Decides the provisional escrow payment `replayKey` as the payments module would after its
-   * settlement (settled with a tx hash, or failed), including the post-commit work (refunds).
+   * settlement (settled with a tx hash and confirmed, or failed), including the post-commit work (refunds).
    */
   pay(replayKey: string, outcome?: 'settled' | 'failed'): Promise<void>
   /**
@@ -196,6 +196,18 @@ export async function openWorld(options: WorldOptions = {}): Promise<World> {
       const handler = service.chargeOutcomes
       const after = await db.transaction((tx) => (outcome === 'settled' ? handler.settled(tx, replayKey, `0x${randomBytes(32).toString('hex')}`) : handler.failed(tx, replayKey)))
       if (after) await after()
+      if (outcome !== 'settled') return
+      // This world's chain is final at once: the payment is recorded settled and confirmed (what a
+      // refund checks before it is signed), as the confirmation sweep would right away.
+      await db.query(
+        `insert into payment_reservations (replay_key, protocol, protocol_version, payer, amount_micros, operation_id, state, decided_at, confirmed_at)
+         select c.replay_key, 'x402', 2, t.owner, c.amount_micros, 'createTask', 'settled', now(), now()
+           from scheduler_charges c join scheduler_tasks t on t.id = c.task_id where c.replay_key = $1
+         on conflict (replay_key) do nothing`,
+        [replayKey],
+      )
+      const confirmed = await db.transaction((tx) => handler.confirmed?.(tx, replayKey) ?? Promise.resolve(undefined))
+      if (confirmed) await confirmed()
     },
     async createTask(key, options = {}) {
       const body = { ...TASK_BODY, ...options.body }
