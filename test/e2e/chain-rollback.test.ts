@@ -20,7 +20,6 @@ import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { x402Client } from '@x402/core/client'
 import { ExactEvmScheme } from '@x402/evm/exact/client'
-import { createSIWxPayload, encodeSIWxHeader } from '@x402/extensions/sign-in-with-x'
 import { wrapFetchWithPayment } from '@x402/fetch'
 import t, { type Test } from 'tap'
 import { createPublicClient, http, parseAbiItem, type Address, type Hex, type PublicClient } from 'viem'
@@ -31,6 +30,7 @@ import { type CliProcess, startCli } from '../helpers/cli.ts'
 import { balanceOf, faucet } from '../helpers/dev-chain.ts'
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.ts'
 import { syntheticSong } from '../helpers/synthetic-song.ts'
+import { ownerCall } from '../helpers/owner-call.ts'
 
 type Json = Record<string, any>
 
@@ -118,19 +118,6 @@ async function json(response: Response): Promise<Json> {
 
 function payingFetch(account: PrivateKeyAccount): typeof fetch {
   return wrapFetchWithPayment(fetch, new x402Client().register('eip155:8453', new ExactEvmScheme(account)).setSpendControls(false))
-}
-
-/** An owner call: answers the 401 SIWX challenge with a proof for this method and URL, once. */
-async function owner(account: PrivateKeyAccount, url: string, init: RequestInit = {}): Promise<Response> {
-  const first = await fetch(url, init)
-  if (first.status !== 401) return first
-  const challenge = (await json(first)).extensions?.['sign-in-with-x']
-  if (!challenge) throw new Error(`401 without a SIWX challenge at ${url}`)
-  const supported = challenge.supportedChains[0]
-  const payload = await createSIWxPayload({ ...challenge.info, chainId: supported.chainId, type: supported.type }, account, url)
-  const headers = new Headers(init.headers)
-  headers.set('sign-in-with-x', encodeSIWxHeader(payload))
-  return fetch(url, { ...init, headers })
 }
 
 const post = (body: unknown, headers: Record<string, string> = {}): RequestInit => ({
@@ -235,13 +222,13 @@ async function buyEverything(t: Test, buyer: PrivateKeyAccount, label: string, s
   t.equal(sale.headers.get('x-refund-status'), 'waiting', `${label}: its refund waits for the sale's payment to be confirmed`)
   t.equal(sale.headers.get('x-refund-tx'), null, `${label}: no refund transaction yet`)
 
-  const deleted = await owner(buyer, `${cli.scheduler}/api/v1/tasks/${task.id}`, { method: 'DELETE' })
+  const deleted = await ownerCall(buyer, `${cli.scheduler}/api/v1/tasks/${task.id}`, { method: 'DELETE' })
   t.equal(deleted.status, 200, `${label}: the task is deleted`)
   const closing = await json(deleted)
   t.match(closing.refund, { state: 'after_payment', amount_micros: String(TASK_ESCROW) }, `${label}: the escrow refund waits for the create's payment`)
   t.equal(closing.refund_tx_hash ?? null, null)
 
-  const withdrawal = await owner(buyer, `${cli.memory}/api/v1/deposits`, { method: 'DELETE' })
+  const withdrawal = await ownerCall(buyer, `${cli.memory}/api/v1/deposits`, { method: 'DELETE' })
   t.equal(withdrawal.status, 200, `${label}: the deposit is withdrawn`)
   const withdrawn = await json(withdrawal)
   t.match(withdrawn, { refundedMicros: String(DEPOSIT), txHash: null }, `${label}: the withdrawal owes the whole deposit, nothing is signed`)
@@ -291,12 +278,12 @@ t.test('re-landed: every settlement the revert dropped is broadcast again; each 
   }
 
   // What the service answers now.
-  const again = await json(await owner(account, `${cli.scheduler}/api/v1/tasks/${taskId}`, { method: 'DELETE' }))
+  const again = await json(await ownerCall(account, `${cli.scheduler}/api/v1/tasks/${taskId}`, { method: 'DELETE' }))
   t.match(again.refund, { state: 'confirmed', amount_micros: String(TASK_ESCROW), tx_hash: /^0x[0-9a-f]{64}$/ }, 'the escrow was refunded')
-  const withdrawn = await json(await owner(account, `${cli.memory}/api/v1/deposits`, { method: 'DELETE' }))
+  const withdrawn = await json(await ownerCall(account, `${cli.memory}/api/v1/deposits`, { method: 'DELETE' }))
   t.match(withdrawn, { refundedMicros: String(DEPOSIT), txHash: /^0x[0-9a-f]{64}$/ }, 'the withdrawal was refunded')
   withdrawalStatus(t, withdrawn, 'confirmed', 'the withdrawal is confirmed')
-  const recall = await json(await owner(account, `${cli.memory}/api/v1/contexts`, post({ query: phrase })))
+  const recall = await json(await ownerCall(account, `${cli.memory}/api/v1/contexts`, post({ query: phrase })))
   t.equal(recall.results?.[0]?.content, phrase, 'the paid write is still there')
   t.equal((await marketplaceTask(token)).status, 201, 'the plan still covers the scheduler')
 })
@@ -334,19 +321,19 @@ t.test('dropped for good: the revert and a clock past validBefore reverse every 
     'only the mint ever reached the buyer',
   )
 
-  const task = await owner(account, `${cli.scheduler}/api/v1/tasks/${taskId}`)
+  const task = await ownerCall(account, `${cli.scheduler}/api/v1/tasks/${taskId}`)
   const view = await json(task)
   t.equal(task.status, 200, `the task is still readable by its owner (${JSON.stringify(view).slice(0, 300)})`)
   t.match(view, { status: 'deleted', balance_micros: '0' }, 'deleted, its escrow empty: the create was taken back')
-  const again = await owner(account, `${cli.scheduler}/api/v1/tasks/${taskId}`, { method: 'DELETE' })
+  const again = await ownerCall(account, `${cli.scheduler}/api/v1/tasks/${taskId}`, { method: 'DELETE' })
   t.equal(again.status, 200, 'DELETE is idempotent')
   t.match((await json(again)).refund, { state: 'none' }, 'nothing is refunded for a create that was never paid')
-  const withdrawn = await json(await owner(account, `${cli.memory}/api/v1/deposits`, { method: 'DELETE' }))
+  const withdrawn = await json(await ownerCall(account, `${cli.memory}/api/v1/deposits`, { method: 'DELETE' }))
   t.match(withdrawn, { refundedMicros: '0', txHash: null }, 'nothing is withdrawn: the deposit never reached the chain')
   withdrawalStatus(t, withdrawn, 'cancelled', 'the withdrawal was cancelled')
-  const accountView = await json(await owner(account, `${cli.memory}/api/v1/account`))
+  const accountView = await json(await ownerCall(account, `${cli.memory}/api/v1/account`))
   t.equal(accountView.balanceMicros, '0', 'the memory account holds nothing')
-  const recall = await json(await owner(account, `${cli.memory}/api/v1/contexts`, post({ query: phrase })))
+  const recall = await json(await ownerCall(account, `${cli.memory}/api/v1/contexts`, post({ query: phrase })))
   t.same(recall.results ?? [], [], 'the paid write is gone')
   const covered = await marketplaceTask(token)
   t.equal(covered.status, 403, 'the plan no longer covers the scheduler')

@@ -33,7 +33,16 @@ export interface CliProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>
 }
 
-export async function startCli(options: { args?: string[]; env?: Record<string, string>; dataDir?: string; readyTimeoutMs?: number } = {}): Promise<CliProcess> {
+export interface StartCliOptions {
+  args?: string[]
+  env?: Record<string, string>
+  dataDir?: string
+  readyTimeoutMs?: number
+  /** The child leads its own process group (pgid = its pid), so `process.kill(-pid)` reaches its anvil and watchdogs too. */
+  detached?: boolean
+}
+
+export async function startCli(options: StartCliOptions = {}): Promise<CliProcess> {
   const [gatewayPort, schedulerPort, memoryPort, reviewsPort] = [await freePort(), await freePort(), await freePort(), await freePort()]
   const dataDir = options.dataDir ?? mkdtempSync(path.join(os.tmpdir(), 'agw-e2e-'))
   const env: Record<string, string> = {
@@ -51,6 +60,7 @@ export async function startCli(options: { args?: string[]; env?: Record<string, 
     cwd: repoRoot,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: options.detached ?? false,
   })
   let output = ''
   child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()))

@@ -14,7 +14,8 @@ export function redactUrl(url: string): string {
   return parsed.toString()
 }
 
-async function openAdmin(): Promise<Db> {
+/** A connection that administers the test server (creates and drops throw-away databases). */
+export async function openAdmin(): Promise<Db> {
   try {
     return await openDb({ kind: 'postgres', url: PG_URL, poolMax: 1, connectTimeoutMs: 3000 })
   } catch (err) {

@@ -6,7 +6,7 @@
 // payment was reversed.
 import t from 'tap'
 import type { Hex } from 'viem'
-import { openDb, type Db, type Queryable } from '../../src/platform/db/index.ts'
+import { openDb, type Queryable } from '../../src/platform/db/index.ts'
 import { migrate } from '../../src/platform/db/migrate.ts'
 import { createLogger } from '../../src/platform/logger.ts'
 import { createSettlementConfirmations, type ChainTruth } from '../../src/payments/confirmations.ts'
