@@ -78,6 +78,12 @@ export async function checkMediaPrerequisites(options: MediaPrerequisiteOptions 
       tools[tool] = result.line
       return
     }
+    if (result.error.kind === 'timeout') {
+      // It is there and started: a machine too busy to print a version in time is no reason to
+      // refuse work for the next 30 s (the job itself has its own limits and reports its own error).
+      tools[tool] = `${binary} (did not print its version within ${timeoutMs} ms)`
+      return
+    }
     tools[tool] = null
     const missing = result.error.kind === 'unavailable'
     problems.push({

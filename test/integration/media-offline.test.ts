@@ -2,6 +2,9 @@
 // the GM soundfont, espeak-ng): deterministic songs of the planned length, gapless MP3 round
 // trips, speech delivered as 24 kHz mono WAV, and the errors (invalid audio, a missing tool, an
 // abort, a timeout) the pipelines turn into answers. Skips only what a missing tool prevents.
+import { mkdtemp, writeFile } from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
 import { randomBytes } from 'node:crypto'
 import t from 'tap'
 import { decodeToPcm, encodeMp3, encodeWav16, probeAudio } from '../../src/media/audio-io/ffmpeg.ts'
@@ -137,6 +140,15 @@ t.test('a missing tool is GenerationError unavailable, with the fix', async (t) 
   t.same(broken.problems.map((p) => p.tool).sort(), ['ffmpeg', 'fluidsynth', 'soundfont'])
   t.equal(broken.tools.ffmpeg, null)
   for (const problem of broken.problems) t.match(problem.fix, /apt-get install -y|soundfont setting/, `${problem.tool}: ${problem.fix}`)
+  // A tool that exists but is slow to answer (a loaded machine) is not reported missing.
+  const slowTool = path.join(await mkdtemp(path.join(os.tmpdir(), 'agw-slow-tool-')), 'espeak-ng')
+  await writeFile(slowTool, '#!/bin/sh\nsleep 5\n', { mode: 0o755 })
+  const slow = await checkMediaPrerequisites({ espeak: slowTool, timeoutMs: 100 })
+  t.notOk(
+    slow.problems.some((p) => p.tool === 'espeak-ng'),
+    'a slow tool is not a missing one',
+  )
+  t.match(slow.tools['espeak-ng'], /did not print its version within 100 ms/)
   t.match(broken.problems.find((p) => p.tool === 'fluidsynth')!.fix, /apt-get install -y fluidsynth/)
 })
 
