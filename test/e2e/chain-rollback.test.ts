@@ -239,13 +239,17 @@ async function buyEverything(t: Test, buyer: PrivateKeyAccount, label: string, s
   return { buyer, token, taskId: task.id as string, phrase }
 }
 
-t.test('re-landed: every settlement the revert dropped is broadcast again; each buyer pays once and gets exactly its refunds', async (t) => {
+/** A new buyer, funded before the snapshot (the revert must not take its money), then buys everything. */
+async function buyAfterSnapshot(t: Test, label: string, seed: number) {
   const buyer = privateKeyToAccount(generatePrivateKey())
-  // Minted before the snapshot: the revert must not take the buyer's money away.
   await faucet(cli.gateway, buyer.address, MINTED)
   const serviceBefore = await balanceOf(cli.gateway, SERVICE)
   const snapshot = await anvil<Hex>('evm_snapshot')
-  const bought = await buyEverything(t, buyer, 'relanded', 100)
+  return { serviceBefore, snapshot, bought: await buyEverything(t, buyer, label, seed) }
+}
+
+t.test('re-landed: every settlement the revert dropped is broadcast again; each buyer pays once and gets exactly its refunds', async (t) => {
+  const { serviceBefore, snapshot, bought } = await buyAfterSnapshot(t, 'relanded', 100)
   scenarios.relanded = bought
   const { buyer: account, token, taskId, phrase } = bought
 
@@ -289,11 +293,7 @@ t.test('re-landed: every settlement the revert dropped is broadcast again; each 
 })
 
 t.test('dropped for good: the revert and a clock past validBefore reverse every purchase, and no refund is signed', async (t) => {
-  const buyer = privateKeyToAccount(generatePrivateKey())
-  await faucet(cli.gateway, buyer.address, MINTED)
-  const serviceBefore = await balanceOf(cli.gateway, SERVICE)
-  const snapshot = await anvil<Hex>('evm_snapshot')
-  const bought = await buyEverything(t, buyer, 'dropped', 200)
+  const { serviceBefore, snapshot, bought } = await buyAfterSnapshot(t, 'dropped', 200)
   scenarios.dropped = bought
   const { buyer: account, token, taskId, phrase } = bought
   t.equal((await marketplaceTask(token)).status, 201, 'the plan covers the scheduler while its payment stands')
