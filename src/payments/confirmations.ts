@@ -44,6 +44,11 @@ export type ChainTruthReader = (row: RecordedSettlement) => Promise<ChainTruth>
 export interface SettlementConfirmations {
   /** Asks the chain about these settlements (or every unconfirmed one, oldest first); returns how many moved. */
   sweep(replayKeys?: readonly string[]): Promise<number>
+  /**
+   * Checks this settlement soon, in one pass with every other asked for meanwhile (a busy seller
+   * records many a second: one pass, and on the dev chain one save, covers them all). Never throws.
+   */
+  soon(replayKey: string): void
 }
 
 type Row = ReservationRow & RecordedSettlement
@@ -146,13 +151,33 @@ export function createSettlementConfirmations(deps: {
     return moved
   }
 
-  return {
-    sweep(replayKeys) {
-      if (replayKeys !== undefined && replayKeys.length === 0) return Promise.resolve(0)
-      // One pass at a time per process: two would re-broadcast the same lost authorization twice.
-      const run = passes.then(() => pass(replayKeys))
-      passes = run.catch(() => undefined)
-      return run
-    },
+  function sweep(replayKeys?: readonly string[]): Promise<number> {
+    if (replayKeys !== undefined && replayKeys.length === 0) return Promise.resolve(0)
+    // One pass at a time per process: two would re-broadcast the same lost authorization twice.
+    const run = passes.then(() => pass(replayKeys))
+    passes = run.catch(() => undefined)
+    return run
   }
+
+  let asked = new Set<string>()
+  let draining = false
+  async function drain(): Promise<void> {
+    while (asked.size > 0) {
+      const keys = [...asked]
+      asked = new Set()
+      await sweep(keys).catch((error: unknown) => logger.warn({ err: error, settlements: keys.length }, 'confirmation check failed; the sweep retries it'))
+    }
+  }
+  function soon(replayKey: string): void {
+    asked.add(replayKey)
+    if (draining) return
+    draining = true
+    void drain().finally(() => {
+      draining = false
+      // Asked for between the last pass and here: drained now, not on the next timer.
+      const left = [...asked][0]
+      if (left !== undefined) soon(left)
+    })
+  }
+  return { sweep, soon }
 }

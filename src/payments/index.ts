@@ -126,9 +126,7 @@ export async function openPayments(options: PaymentsOptions): Promise<Payments> 
       logger,
       ...(checksInBackground
         ? {
-            onSettled: (replayKey: string) => {
-              confirmations?.sweep([replayKey]).catch((error: unknown) => logger.warn({ err: error, replayKey }, 'confirmation check failed; the sweep retries it'))
-            },
+            onSettled: (replayKey: string) => confirmations?.soon(replayKey),
           }
         : {}),
     })

@@ -123,6 +123,23 @@ t.test('dropped for good: reorged → reversed, the work is taken back once, and
   await t.rejects(w.db.query(`update payments_ledger set event = 'settled' where replay_key = 'k3'`), /append-only/, 'the ledger cannot be rewritten')
 })
 
+t.test('settlements asked for one by one are checked together, and none is left behind', async (t) => {
+  const w = await setup()
+  t.teardown(() => w.db.close())
+  const keys = ['s1', 's2', 's3', 's4']
+  for (const key of keys) {
+    await w.settle(key)
+    w.script.set(key, [{ status: 'confirmed', reference: '0xfirst', blockNumber: 2n }])
+  }
+  for (const key of keys) w.confirmations.soon(key)
+  for (let i = 0; i < 200 && (await w.db.query(`select 1 from payment_reservations where confirmed_at is null`)).length > 0; i += 1) {
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+  for (const key of keys) t.match(await w.row(key), { confirmed_at: Date }, `${key} confirmed`)
+  t.equal(w.reads(), keys.length, 'each was asked of the chain once')
+  t.same(w.heard.sort(), keys.map((key) => `confirmed ${key}`).sort())
+})
+
 t.test('a chain that cannot answer leaves the settlement as it was', async (t) => {
   const w = await setup()
   t.teardown(() => w.db.close())

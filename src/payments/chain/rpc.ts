@@ -48,10 +48,11 @@ export interface RpcChainOptions {
   /** Blocks a transaction needs (its own included) before it is final; default 1. */
   confirmations?: number
   /**
-   * The newest block that is final, given the head. Default: head − (confirmations − 1). The dev
-   * chain narrows it to what is saved on disk.
+   * The newest block that is final, given the head; `needed` is the block the caller asks about
+   * (an answer below it says "not final"). Default: head − (confirmations − 1). The dev chain
+   * narrows it to what is saved on disk, saving only when `needed` is not saved yet.
    */
-  finalBlock?: (head: bigint) => Promise<bigint>
+  finalBlock?: (head: bigint, needed: bigint) => Promise<bigint>
   logger?: ChainLogger
 }
 
@@ -273,7 +274,7 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
         throw err
       }
       if (receipt.status !== 'success') return { status: 'reverted', blockNumber: receipt.blockNumber }
-      const final = receipt.blockNumber <= (await finalBlock(await publicClient.getBlockNumber()))
+      const final = receipt.blockNumber <= (await finalBlock(await publicClient.getBlockNumber(), receipt.blockNumber))
       return {
         status: 'included',
         blockNumber: receipt.blockNumber,
@@ -287,7 +288,7 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
       assertOpen()
       const head = await publicClient.getBlockNumber()
       const usedAt = (blockNumber: bigint) => publicClient.readContract({ address: usdc, abi: usdcAbi, functionName: 'authorizationState', args: [from, nonce], blockNumber })
-      const last = await finalBlock(head)
+      const last = await finalBlock(head, head)
       if (await usedAt(head)) return last >= head || (last >= 0n && (await usedAt(last))) ? 'final' : 'used'
       // EIP-3009 refuses a block whose timestamp reaches validBefore, and block times only grow:
       // once a final block is there, no block that can still change may use it.
