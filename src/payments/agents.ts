@@ -128,6 +128,15 @@ async function grantCredit(tx: Queryable, agentId: string, plan: PlanSpec, purch
   ])
 }
 
+/** The purchase bought with `replayKey`, locked for its payment's decision. */
+async function lockPurchase(tx: Queryable, replayKey: string) {
+  const rows = await tx.query<{ id: string; agent_id: string; plan_id: string; state: string }>(
+    `select id, agent_id, plan_id, state from plan_purchases where replay_key = $1 for update`,
+    [replayKey],
+  )
+  return rows[0]
+}
+
 /** `plans`: every plan of the registry (a settled purchase is activated from its spec). */
 /**
  * Debits one call of `service` from the agent's best covering plan inside the caller's
@@ -240,12 +249,7 @@ export function createAgentStore(db: Db, clock: Clock, plans: readonly PlanSpec[
 
     purchaseOutcomes: {
       async settled(tx, replayKey) {
-        const purchase = (
-          await tx.query<{ id: string; agent_id: string; plan_id: string; state: string }>(
-            `select id, agent_id, plan_id, state from plan_purchases where replay_key = $1 for update`,
-            [replayKey],
-          )
-        )[0]
+        const purchase = await lockPurchase(tx, replayKey)
         if (purchase === undefined || purchase.state !== 'provisional') return
         const plan = plansById.get(purchase.plan_id)
         const now = clock.now()
@@ -263,12 +267,7 @@ export function createAgentStore(db: Db, clock: Clock, plans: readonly PlanSpec[
       async reversed(tx, replayKey) {
         // The chain dropped the payment for good: the plan stops covering, and what is left of its
         // credit grant goes with it (what was already spent of it is the service's loss).
-        const purchase = (
-          await tx.query<{ id: string; agent_id: string; plan_id: string; state: string }>(
-            `select id, agent_id, plan_id, state from plan_purchases where replay_key = $1 for update`,
-            [replayKey],
-          )
-        )[0]
+        const purchase = await lockPurchase(tx, replayKey)
         if (purchase === undefined || purchase.state === 'cancelled') return
         await tx.query(`update plan_purchases set state = 'cancelled', decided_at = $2 where id = $1`, [purchase.id, clock.now()])
         const plan = plansById.get(purchase.plan_id)
