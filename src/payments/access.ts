@@ -15,8 +15,8 @@ import type { Decision } from './outcomes.ts'
 import type { Address, PriceQuote, Protocol } from './types.ts'
 import type { Queryable } from '../platform/db/index.ts'
 import { discoveryOf } from './x402/bazaar.ts'
-import type { PaymentIdentifiers } from './x402/payment-identifier.ts'
-import { capturedAnswer, claimIdentifier, replayAnswer } from './x402/idempotent.ts'
+import type { HeldIdentifier, PaymentIdentifiers } from './x402/payment-identifier.ts'
+import { capturedAnswer, claimIdentifier, inProgress, replayAnswer } from './x402/idempotent.ts'
 
 /** What a paid handler learns about the payment behind its call. */
 export interface PaymentContext {
@@ -136,6 +136,7 @@ export function createAccessControl(deps: AccessDeps) {
     authorized: AuthorizedPayment | undefined,
     undo: (() => Promise<void>)[],
     handler: OperationHandler,
+    identifier?: HeldIdentifier,
   ): Promise<unknown> {
     let result: unknown
     try {
@@ -155,6 +156,8 @@ export function createAccessControl(deps: AccessDeps) {
       return result
     }
     if (authorized) {
+      // The answer is kept before the money moves: a retry after a crash from here on gets it.
+      await identifier?.prepare(capturedAnswer(reply, result))
       let settled: Awaited<ReturnType<AuthorizedPayment['commit']>>
       try {
         settled = await authorized.commit()
@@ -234,7 +237,7 @@ export function createAccessControl(deps: AccessDeps) {
       const held = claim?.kind === 'claimed' ? claim : undefined
       let result: unknown
       try {
-        result = await paidCall(request, reply, { entry, agent, amount, chargeable, priceQuote, freeUnits, accountKey, units }, handler)
+        result = await paidCall(request, reply, { entry, agent, amount, chargeable, priceQuote, freeUnits, accountKey, units, identifier: held }, handler)
       } catch (error) {
         await held?.release()
         throw error
@@ -257,16 +260,23 @@ export function createAccessControl(deps: AccessDeps) {
     freeUnits: number
     accountKey: string | undefined
     units: number
+    /** The request's payment identifier claim, bound to the payment once it is reserved. */
+    identifier: HeldIdentifier | undefined
   }
 
   /** Authorizes the payment, takes the free units, runs the handler and settles (runPaid). */
   async function paidCall(request: FastifyRequest, reply: FastifyReply, call: PaidCall, handler: OperationHandler): Promise<unknown> {
-    const { entry, agent, amount, chargeable, priceQuote, freeUnits, accountKey, units } = call
+    const { entry, agent, amount, chargeable, priceQuote, freeUnits, accountKey, units, identifier } = call
     const { spec, service } = entry
     const meter = service.meter
     const undo: (() => Promise<void>)[] = []
     let authorized: AuthorizedPayment | undefined
     if (chargeable > 0n) authorized = await guard.authorize(request.headers, priceQuote, spec.operationId, { agentId: agent?.id })
+    if (authorized && identifier && !(await identifier.link(authorized.payment.replayKey))) {
+      // A retry took this request's claim over (its lease lapsed while it waited): it answers.
+      await authorized.release('the payment identifier was taken over by a retry')
+      throw inProgress(false)
+    }
     for (let taken = 0; taken < freeUnits; taken += 1) {
       const claim = await agents.takeIncludedUnit({
         accountKey: accountKey as string,
@@ -296,7 +306,7 @@ export function createAccessControl(deps: AccessDeps) {
       replayKey: authorized?.payment.replayKey ?? null,
       bind: bindOf(authorized),
     }
-    return runPaid(request, reply, authorized, undo, handler)
+    return runPaid(request, reply, authorized, undo, handler, identifier)
   }
 
   function plan(entry: CatalogOperation, handler: OperationHandler): OperationHandler {

@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import { x402Client, x402HTTPClient } from '@x402/core/client'
 import { ExactEvmScheme } from '@x402/evm/exact/client'
+import { appendPaymentIdentifierToExtensions } from '@x402/extensions/payment-identifier'
 import type { PrivateKeyAccount } from 'viem/accounts'
 import type { Address, Hex } from 'viem'
 import type { Db } from '../../src/platform/db/index.ts'
@@ -130,22 +131,27 @@ export interface Call {
 export interface Answer {
   status: number
   body: Record<string, unknown>
+  headers: Record<string, unknown>
 }
 
 export async function send(proc: Proc, call: Call, extra: Record<string, string> = {}): Promise<Answer> {
   const app = call.app === 'gateway' ? proc.gateway : proc.scheduler
   const res = await app.inject({ method: 'POST', url: call.url, headers: { 'content-type': 'application/json', ...call.headers, ...extra }, payload: JSON.stringify(call.body) })
-  return { status: res.statusCode, body: res.body ? (res.json() as Record<string, unknown>) : {} }
+  return { status: res.statusCode, body: res.body ? (res.json() as Record<string, unknown>) : {}, headers: res.headers }
 }
 
-/** The real client's payment header for the call's 402 (taken before the kill switch is armed). */
-export async function sign(proc: Proc, buyer: PrivateKeyAccount, call: Call): Promise<Record<string, string>> {
+/**
+ * The real client's payment header for the call's 402 (taken before the kill switch is armed);
+ * with `paymentId`, carrying it as the x402 payment-identifier extension, as the extension's client helper attaches it.
+ */
+export async function sign(proc: Proc, buyer: PrivateKeyAccount, call: Call, paymentId?: string): Promise<Record<string, string>> {
   const app = call.app === 'gateway' ? proc.gateway : proc.scheduler
   const res = await app.inject({ method: 'POST', url: call.url, headers: { 'content-type': 'application/json', ...call.headers }, payload: JSON.stringify(call.body) })
   if (res.statusCode !== 402) throw new Error(`expected a 402 for ${call.url}, got ${res.statusCode} ${res.body}`)
   // A plan costs 5 USD, above the client's default per-payment cap of 1 USD.
   const http = new x402HTTPClient(new x402Client().register('eip155:8453', new ExactEvmScheme(buyer)).setSpendControls(false))
   const required = http.getPaymentRequiredResponse((name) => res.headers[name.toLowerCase()] as string | undefined, res.json())
+  if (paymentId !== undefined && required.extensions) appendPaymentIdentifierToExtensions(required.extensions, paymentId)
   return http.encodePaymentSignatureHeader(await http.createPaymentPayload(required))
 }
 

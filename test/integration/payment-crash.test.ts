@@ -27,8 +27,13 @@ t.setTimeout(20 * 60_000)
 
 const MINTED = 20_000_000n
 
-/** `broke-*`: the buyer signs but holds no USDC, so the settlement fails and the work is reversed. */
-type Kind = 'create' | 'fund' | 'purchase' | 'delete' | 'broke-create' | 'broke-purchase'
+/**
+ * `broke-*`: the buyer signs but holds no USDC, so the settlement fails and the work is reversed.
+ * `purchase-id`: a purchase carrying an x402 payment-identifier, retried after the restart with a
+ * new proof and the same id (right away, and once the dead request's lease lapsed): it is answered
+ * without a second charge.
+ */
+type Kind = 'create' | 'fund' | 'purchase' | 'delete' | 'broke-create' | 'broke-purchase' | 'purchase-id'
 
 interface Scenario {
   kinds: Kind[]
@@ -56,16 +61,17 @@ async function suite(t: Test, db: Db, dev: StartedDevChain): Promise<void> {
     const serviceBefore = await balance(payTo)
     const first = await boot(db, dev, settlerKey, payTo)
     // Setup (unarmed): what each request needs, and its signed proof.
-    const prepared: { kind: Kind; buyer: PrivateKeyAccount; call?: Call; proof?: Record<string, string>; taskId?: string }[] = []
+    const prepared: { kind: Kind; buyer: PrivateKeyAccount; call?: Call; proof?: Record<string, string>; taskId?: string; paymentId?: string }[] = []
     for (const [i, kind] of scenario.kinds.entries()) {
       const buyer = buyers[i] as PrivateKeyAccount
       if (kind === 'create' || kind === 'broke-create') {
         const call = createCall(`crash-${randomBytes(6).toString('hex')}`)
         prepared.push({ kind, buyer, call, proof: await sign(first, buyer, call) })
-      } else if (kind === 'purchase' || kind === 'broke-purchase') {
+      } else if (kind === 'purchase' || kind === 'broke-purchase' || kind === 'purchase-id') {
         const registration = await first.gateway.inject({ method: 'POST', url: '/auth/register' })
         const call = purchaseCall((registration.json() as { accessToken: string }).accessToken)
-        prepared.push({ kind, buyer, call, proof: await sign(first, buyer, call) })
+        const paymentId = kind === 'purchase-id' ? `pay_crash_${randomBytes(8).toString('hex')}` : undefined
+        prepared.push({ kind, buyer, call, proof: await sign(first, buyer, call, paymentId), ...(paymentId ? { paymentId } : {}) })
       } else {
         const create = createCall(`crash-setup-${randomBytes(6).toString('hex')}`)
         const created = await send(first, create, await sign(first, buyer, create))
@@ -93,6 +99,14 @@ async function suite(t: Test, db: Db, dev: StartedDevChain): Promise<void> {
     const clock: Clock = { now: () => new Date(Date.now() + offsetMs), nowMs: () => Date.now() + offsetMs }
     const second = await boot(db, dev, settlerKey, payTo, clock)
     const payers = buyers.map((b) => b.address.toLowerCase())
+    const problems: string[] = []
+    // The buyer of a purchase-id retries at once (the dead request's lease still runs: at most a 409
+    // asking to retry, never a second charge).
+    const retries = prepared.filter((p) => p.paymentId !== undefined)
+    for (const p of retries) {
+      const soon = await send(second, p.call as Call, await sign(second, p.buyer, p.call as Call, p.paymentId))
+      if (soon.status !== 200 && soon.status !== 409) problems.push(`retry right after the restart answered ${soon.status} ${JSON.stringify(soon.body)}`)
+    }
     const openPayments = async () =>
       Number(
         (
@@ -101,7 +115,21 @@ async function suite(t: Test, db: Db, dev: StartedDevChain): Promise<void> {
           ])
         )[0]?.n ?? 0n,
       )
-    for (let pass = 0; pass < 10 && (await openPayments()) > 0; pass += 1) {
+    // Then once its lease lapsed: answered (the first answer, a new purchase if nothing was bought,
+    // or "paid, answer not replayable"), reconciling while the dead request's payment is decided.
+    await db.query(`update payment_identifiers set lease_until = now() - interval '1 second' where state = 'in_flight' and payment_id = any($1::text[])`, [
+      retries.map((p) => p.paymentId),
+    ])
+    const retried = new Map<string, { status: number; code: unknown; replay: boolean }>()
+    for (let pass = 0; pass < 10; pass += 1) {
+      for (const p of retries) {
+        if (retried.has(p.paymentId as string)) continue
+        const answer = await send(second, p.call as Call, await sign(second, p.buyer, p.call as Call, p.paymentId))
+        if (answer.status !== 409 || answer.body.code !== 'payment_in_progress') {
+          retried.set(p.paymentId as string, { status: answer.status, code: answer.body.code, replay: answer.headers['x-payment-identifier-replay'] === 'true' })
+        }
+      }
+      if ((await openPayments()) === 0 && retried.size === retries.length) break
       if (pass === 3) offsetMs = 3_600_000
       await second.payments.reconcile({ reservedStaleMs: 0, settlingStaleMs: 0 })
     }
@@ -121,8 +149,20 @@ async function suite(t: Test, db: Db, dev: StartedDevChain): Promise<void> {
 
     // The checks.
     const where = `kill ${scenario.kill ? `${scenario.kill.when} step ${scenario.kill.step} (${outcome.trace[scenario.kill.step - 1] ?? 'beyond the last step'})` : 'none'} of ${scenario.kinds.join('+')}`
-    const problems: string[] = []
     if ((await openPayments()) > 0) problems.push('open reservations left')
+    for (const p of retries) {
+      const answer = retried.get(p.paymentId as string)
+      const buyer = p.buyer.address.toLowerCase()
+      const [plans] = await db.query<{ n: bigint }>(
+        `select count(*)::int8 as n from plan_purchases p join payment_reservations r on r.replay_key = p.replay_key where r.payer = $1 and p.state = 'active'`,
+        [buyer],
+      )
+      if (!answer) problems.push('the retry was never answered')
+      else if (answer.status === 200 && plans?.n !== 1n) problems.push(`the retry answered 200 and the buyer holds ${plans?.n} plans`)
+      else if (answer.status === 409 && answer.code !== 'payment_identifier_conflict') problems.push(`the retry answered 409 ${String(answer.code)}`)
+      else if (answer.status !== 200 && answer.status !== 409) problems.push(`the retry answered ${answer.status}`)
+      if ((plans?.n ?? 0n) > 1n) problems.push(`one payment identifier bought ${plans?.n} plans`)
+    }
     const leftovers = await db.query<{ what: string }>(
       `select 'provisional charge' as what from scheduler_charges c join scheduler_tasks t on t.id = c.task_id where t.owner = any($1::text[]) and c.state = 'provisional'
        union all select 'refund not confirmed' from scheduler_refunds r join scheduler_tasks t on t.id = r.task_id where t.owner = any($1::text[]) and r.state <> 'confirmed'
@@ -161,7 +201,7 @@ async function suite(t: Test, db: Db, dev: StartedDevChain): Promise<void> {
     return outcome
   }
 
-  for (const kind of ['create', 'fund', 'purchase', 'delete', 'broke-create', 'broke-purchase'] as const) {
+  for (const kind of ['create', 'fund', 'purchase', 'delete', 'broke-create', 'broke-purchase', 'purchase-id'] as const) {
     await t.test(`${kind}: killed before and after every step`, async (t) => {
       const clean = await run(t, { kinds: [kind], kill: undefined })
       t.ok(clean.steps > 3, `an uninterrupted ${kind} takes ${clean.steps} steps`)
@@ -180,7 +220,7 @@ async function suite(t: Test, db: Db, dev: StartedDevChain): Promise<void> {
       seed = (seed * 48271) % 2147483647
       return seed / 2147483647
     }
-    const kinds: Kind[] = ['create', 'create', 'create', 'fund', 'fund', 'purchase', 'purchase', 'delete', 'delete', 'broke-create', 'broke-purchase']
+    const kinds: Kind[] = ['create', 'create', 'create', 'fund', 'fund', 'purchase', 'purchase', 'purchase-id', 'delete', 'delete', 'broke-create', 'broke-purchase']
     const clean = await run(t, { kinds, kill: undefined })
     for (let round = 0; round < 6; round += 1) {
       const step = 1 + Math.floor(random() * clean.steps)

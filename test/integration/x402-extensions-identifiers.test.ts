@@ -108,6 +108,76 @@ async function suite(t: Test, db: Db): Promise<void> {
     t.same(await ids.claim(input('pay_leased_0000000001')), { kind: 'replay', response: answer }, "the live holder's answer")
   })
 
+  // A request that died after its payment was reserved: the retry asks that payment before it may
+  // pay again (a takeover that did not is how one delivery was charged twice).
+  const reservation = async (key: string, state: string) =>
+    db.query(`insert into payment_reservations (replay_key, protocol, payer, amount_micros, operation_id, state) values ($1, 'x402', $2, 1, 'generateSongs', $3)`, [
+      key,
+      PAYER,
+      state,
+    ])
+  const dies = async (id: string, key: string, prepared?: typeof answer) => {
+    const dead = claimed(t, await ids.claim(input(id)))
+    t.equal(await dead.link(key), true, 'linked to its payment')
+    if (prepared) await dead.prepare(prepared)
+    // It dies: no renewals, no completion; its lease lapses.
+    await db.query(`update payment_identifiers set lease_until = now() - interval '1 second' where payment_id = $1`, [id])
+    return dead
+  }
+  const stateOf = async (key: string) => (await db.query<{ state: string }>(`select state from payment_reservations where replay_key = $1`, [key]))[0]?.state
+
+  await t.test('a dead claim whose payment settled replays the answer it prepared, and never claims again', async (t) => {
+    await reservation('x402:dead-settled', 'settling')
+    await dies('pay_dead_settled_0001', 'x402:dead-settled', answer)
+    t.same(await ids.claim(input('pay_dead_settled_0001')), { kind: 'in_progress', deciding: true }, 'its payment is being decided')
+    await db.query(`update payment_reservations set state = 'settled' where replay_key = 'x402:dead-settled'`)
+    t.same(await ids.claim(input('pay_dead_settled_0001')), { kind: 'replay', response: answer }, 'decided paid: the prepared answer')
+    t.same(await ids.claim(input('pay_dead_settled_0001')), { kind: 'replay', response: answer }, 'and again, as a completed id')
+    t.match(await ids.claim(input('pay_dead_settled_0001', 'f2')), { kind: 'conflict' })
+  })
+
+  await t.test('a dead claim paid before it prepared an answer says so, and never claims again', async (t) => {
+    await reservation('x402:dead-unprepared', 'settled')
+    await dies('pay_dead_unprepared01', 'x402:dead-unprepared')
+    t.same(await ids.claim(input('pay_dead_unprepared01')), { kind: 'replay', response: { status: 0, headers: {}, body: null } })
+  })
+
+  await t.test('a dead claim whose payment failed or never left is free again', async (t) => {
+    await reservation('x402:dead-released', 'released')
+    await dies('pay_dead_released_001', 'x402:dead-released', answer)
+    claimed(t, await ids.claim(input('pay_dead_released_001')))
+    await reservation('x402:dead-reserved', 'reserved')
+    await dies('pay_dead_reserved_001', 'x402:dead-reserved')
+    const next = claimed(t, await ids.claim(input('pay_dead_reserved_001')))
+    t.equal(await stateOf('x402:dead-reserved'), 'released', 'the dead request can no longer bind work to its payment')
+    t.equal(await next.link('x402:retry-payment'), true)
+  })
+
+  await t.test('a request whose claim was taken over cannot link, prepare or complete', async (t) => {
+    await reservation('x402:slow-reserved', 'reserved')
+    const slow = await dies('pay_taken_over_00001', 'x402:slow-reserved')
+    const next = claimed(t, await ids.claim(input('pay_taken_over_00001')))
+    t.equal(await slow.link('x402:slow-second'), false)
+    await slow.prepare({ ...answer, body: '"stale"' })
+    await slow.complete({ ...answer, body: '"stale"' })
+    await next.complete(answer)
+    t.same(await ids.claim(input('pay_taken_over_00001')), { kind: 'replay', response: answer })
+  })
+
+  await t.test('claims of requests known dead (before the data-dir lock was taken) lapse at once', async (t) => {
+    const before = claimed(t, await ids.claim(input('pay_orphaned_00000001')))
+    const restartedAt = new Date(Date.now() + 1_000)
+    const fresh = claimed(t, await ids.claim(input('pay_after_start_00001')))
+    const live = createPaymentIdentifiers({ db, secret: 'a'.repeat(32) })
+    await db.query(`update payment_identifiers set lease_until = now() + interval '30 seconds' where payment_id = 'pay_orphaned_00000001'`)
+    await db.query(`update payment_identifiers set lease_until = now() + interval '40 seconds' where payment_id = 'pay_after_start_00001'`)
+    await live.sweep({ orphanedBefore: new Date(restartedAt.getTime() + 5_000) })
+    claimed(t, await live.claim(input('pay_orphaned_00000001')))
+    t.match(await live.claim(input('pay_after_start_00001')), { kind: 'in_progress' }, 'renewed after the start: alive')
+    await before.release()
+    await fresh.release()
+  })
+
   await t.test('expired rows are swept, and taken over by a new claim', async (t) => {
     const claim = claimed(t, await ids.claim(input('pay_expired_000000001')))
     await claim.complete(answer)

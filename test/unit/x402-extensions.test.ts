@@ -188,6 +188,21 @@ t.test('payment-identifier: declared optional on priced 402s only; the client id
   delete (echoed.extensions?.[PAYMENT_IDENTIFIER] as { info: { id?: string } }).info.id
   t.equal(readPaymentIdentifier({ 'payment-signature': Buffer.from(JSON.stringify(echoed)).toString('base64') }), undefined, 'our declaration echoed without an id: no id')
 
+  // A malformed extension is refused, never read as "no id" (each retry would be charged again).
+  const malformed: [string, unknown, string][] = [
+    ['a string', 'pay_0123456789abcdef', `header.payment-signature.extensions.${PAYMENT_IDENTIFIER}`],
+    ['an array', [{ info: { id } }], `header.payment-signature.extensions.${PAYMENT_IDENTIFIER}`],
+    ['info: null', { info: null }, `header.payment-signature.extensions.${PAYMENT_IDENTIFIER}.info`],
+    ['info: an array', { info: [id] }, `header.payment-signature.extensions.${PAYMENT_IDENTIFIER}.info`],
+    ['info: a string', { info: id }, `header.payment-signature.extensions.${PAYMENT_IDENTIFIER}.info`],
+  ]
+  for (const [what, extension, field] of malformed) {
+    const wrong = structuredClone(payload) as unknown as { extensions: Record<string, unknown> }
+    wrong.extensions[PAYMENT_IDENTIFIER] = extension
+    const refused = t.throws(() => readPaymentIdentifier({ 'payment-signature': Buffer.from(JSON.stringify(wrong)).toString('base64') }), what) as unknown as AppError
+    t.match({ code: refused.code, status: refused.status, field: refused.field }, { code: 'payment_identifier_invalid', status: 400, field }, what)
+  }
+
   const none = structuredClone(payload)
   delete none.extensions
   t.equal(readPaymentIdentifier({ 'payment-signature': Buffer.from(JSON.stringify(none)).toString('base64') }), undefined, 'no extension: no id')

@@ -30,13 +30,7 @@ export async function claimIdentifier(
   if (!read) return undefined
   const route = `${entry.spec.method} ${entry.spec.path}`
   const outcome = await identifiers.claim({ id: read.id, payer: read.payer, fingerprint: requestFingerprint(request, route), operationId: entry.spec.operationId })
-  if (outcome.kind === 'in_progress') {
-    throw new AppError('payment_in_progress', 'A request with this payment identifier is still being processed; retry shortly to get its answer', {
-      field: PAYMENT_ID_FIELD,
-      headers: { 'retry-after': '2' },
-      extensions: { retryable: true },
-    })
-  }
+  if (outcome.kind === 'in_progress') throw inProgress(outcome.deciding)
   if (outcome.kind === 'conflict') {
     throw new AppError(
       'payment_identifier_conflict',
@@ -47,6 +41,17 @@ export async function claimIdentifier(
     )
   }
   return outcome
+}
+
+/** 409 to a retry while the request holding its id runs, or while the payment of one that died is decided. */
+export function inProgress(deciding: boolean): AppError {
+  return new AppError(
+    'payment_in_progress',
+    deciding
+      ? 'The request that first used this payment identifier stopped while its payment was settling; the payment is being decided from the chain. Retry shortly: you get its answer if it was paid, or may pay again if it was not'
+      : 'A request with this payment identifier is still being processed; retry shortly to get its answer',
+    { field: PAYMENT_ID_FIELD, headers: { 'retry-after': '2' }, extensions: { retryable: true } },
+  )
 }
 
 /** Sends the stored answer of an earlier paid request again: no payment is verified or taken. */

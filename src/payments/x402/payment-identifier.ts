@@ -19,8 +19,12 @@ import { recoverSigner } from './recover.ts'
 export const PAYMENT_ID_FIELD = `header.payment-signature.extensions.${PAYMENT_IDENTIFIER}.info.id`
 /** How long a completed id is remembered (the extension asks for "at least 24 hours"). */
 export const PAYMENT_ID_TTL_MS = 24 * 60 * 60_000
-/** An in-flight claim not renewed for this long belongs to a dead request and may be taken over (= the guard's reserved-stale). */
-export const PAYMENT_ID_LEASE_MS = 10 * 60_000
+/**
+ * An in-flight claim not renewed for this long belongs to a dead request and may be taken over. A
+ * takeover never charges twice whatever the lease (it asks the dead request's payment first), so
+ * it is short: a buyer whose request died waits seconds, not the guard's stale windows.
+ */
+export const PAYMENT_ID_LEASE_MS = 30_000
 /** Headers of a paid answer not worth replaying (hop-by-hop, per-response). */
 const SKIPPED_HEADERS = new Set(['content-length', 'connection', 'transfer-encoding', 'date', 'set-cookie', 'keep-alive', 'x-request-id', 'vary'])
 
@@ -48,8 +52,19 @@ export function readPaymentIdentifier(headers: HeaderBag, payTo?: string): Payme
   }
   if (proof.version !== 2) return undefined
   const payload = proof.payload as PaymentPayload
+  const extensions = payload.extensions as unknown
+  if (extensions === undefined || extensions === null) return undefined
+  if (!isRecord(extensions)) throw malformedExtension('header.payment-signature.extensions', 'extensions must be an object')
+  const extension = extensions[PAYMENT_IDENTIFIER]
+  if (extension === undefined) return undefined
+  // A malformed extension is refused rather than read as "no id": the client meant one, and
+  // charging it again on every retry is what the extension exists to prevent.
+  if (!isRecord(extension)) throw malformedExtension(`header.payment-signature.extensions.${PAYMENT_IDENTIFIER}`, 'the payment-identifier extension must be an object')
+  if (extension.info !== undefined && !isRecord(extension.info)) {
+    throw malformedExtension(`header.payment-signature.extensions.${PAYMENT_IDENTIFIER}.info`, "the payment-identifier extension's info must be an object")
+  }
   // Clients echo our declaration as it is when they send no id: that is "no id", not a bad one.
-  const info = (payload.extensions?.[PAYMENT_IDENTIFIER] as { info?: { id?: unknown } } | undefined)?.info
+  const info = extension.info as { id?: unknown } | undefined
   if (info?.id === undefined) return undefined
   const id = typeof info.id === 'string' ? extractPaymentIdentifier(payload, false) : null
   if (id === null || !isValidPaymentId(id)) {
@@ -61,6 +76,14 @@ export function readPaymentIdentifier(headers: HeaderBag, payTo?: string): Payme
   const signer = recoverSigner(transferWithAuthorizationDigest(proof.authorization), Buffer.from(proof.signature.slice(2), 'hex'))
   if (signer === null || signer !== proof.authorization.from.toLowerCase()) return undefined
   return { id, payer: signer }
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+function malformedExtension(field: string, detail: string): AppError {
+  return new AppError('payment_identifier_invalid', `${detail} (see the 402's extensions["${PAYMENT_IDENTIFIER}"])`, { field })
 }
 
 /** What makes two requests "the same": operation, concrete path and query, canonical body, price header. */
@@ -79,22 +102,43 @@ export interface StoredResponse {
   body: string | null
 }
 
+export interface HeldIdentifier {
+  kind: 'claimed'
+  /**
+   * Binds the claim to the payment it reserved (its spend key), before any work: whoever takes a
+   * dead claim over then asks that payment, so a retry never pays for what was bought already.
+   * False when the claim was taken over meanwhile (this request no longer owns the id).
+   */
+  link(replayKey: string): Promise<boolean>
+  /** Keeps the answer about to be delivered, before the payment settles: a takeover after a crash replays it. */
+  prepare(response: StoredResponse): Promise<void>
+  /** Keeps the answer; `replayKey`: the payment's spend key (a payment that fails later frees the id). */
+  complete(response: StoredResponse, replayKey?: string | null): Promise<void>
+  release(): Promise<void>
+}
+
 export type ClaimOutcome =
-  | {
-      kind: 'claimed'
-      /** Keeps the answer; `replayKey`: the payment's spend key (a payment that fails later frees the id). */
-      complete(response: StoredResponse, replayKey?: string | null): Promise<void>
-      release(): Promise<void>
-    }
+  | HeldIdentifier
   | { kind: 'replay'; response: StoredResponse }
-  | { kind: 'in_progress' }
+  /** `deciding`: the request that held the id died with its payment in flight; the reconciler decides it. */
+  | { kind: 'in_progress'; deciding: boolean }
   | { kind: 'conflict'; reason: 'other_request' | 'other_payer' }
 
 export interface PaymentIdentifiers {
   claim(input: { id: string; fingerprint: string; payer: string; operationId: string }): Promise<ClaimOutcome>
-  /** Deletes expired rows; returns how many. */
-  sweep(): Promise<number>
+  /**
+   * Deletes expired rows; returns how many. `orphanedBefore`: every request before this instant is
+   * known dead (the embedded default's data-dir lock), so its in-flight claims lapse now.
+   */
+  sweep(options?: { orphanedBefore?: Date | undefined }): Promise<number>
 }
+
+/** A paid answer that cannot be given again (not JSON, sealed under a rotated key, or never prepared). */
+const NOT_REPLAYABLE: StoredResponse = { status: 0, headers: {}, body: null }
+/** Reservation states whose payment failed or never left: the id is free again. */
+const UNPAID = new Set(['released', 'reversed'])
+/** Reservation states still being decided (settling, broadcast, dropped and being re-landed). */
+const DECIDING = new Set(['settling', 'pending', 'reorged'])
 
 export interface PaymentIdentifierOptions {
   db: Db
@@ -144,21 +188,63 @@ export function createPaymentIdentifiers(options: PaymentIdentifierOptions): Pay
   }
 
   async function take(id: string, fingerprint: string, payer: string, operationId: string, token: string): Promise<boolean> {
-    // New id, an expired row, or an in-flight claim of the same request whose lease ran out
-    // (its request died): taken atomically, so exactly one request holds the id.
+    // A new id or an expired row: taken atomically, so exactly one request holds the id.
     const rows = await db.query(
       `insert into payment_identifiers (payment_id, fingerprint, payer, operation_id, state, claim_token, lease_until, expires_at)
        values ($1, $2, $3, $4, 'in_flight', $5, now() + make_interval(secs => $6), now() + make_interval(secs => $6 + $7))
        on conflict (payment_id) do update set fingerprint = excluded.fingerprint, payer = excluded.payer, operation_id = excluded.operation_id,
            state = 'in_flight', claim_token = excluded.claim_token, lease_until = excluded.lease_until, expires_at = excluded.expires_at,
-           response = null, status = null, created_at = now(), completed_at = null
+           response = null, status = null, replay_key = null, created_at = now(), completed_at = null
          where payment_identifiers.expires_at < now()
-            or (payment_identifiers.state = 'in_flight' and payment_identifiers.lease_until < now()
-                and payment_identifiers.fingerprint = excluded.fingerprint and payment_identifiers.payer = excluded.payer)
        returning claim_token`,
       [id, fingerprint, payer, operationId, token, leaseSec, ttlSec],
     )
     return rows.length === 1
+  }
+
+  type Takeover = { kind: 'claimed' } | { kind: 'replay'; response: StoredResponse } | { kind: 'deciding' } | { kind: 'changed' }
+
+  /**
+   * The claim of a request that died (its lease lapsed), taken over by a retry of the same request
+   * only after asking the payment the dead request linked: one that never left or failed frees the
+   * id; one still reserved is released first (the dead request can no longer bind work to it); one
+   * being decided waits for the reconciler; one that went through completes the id with the answer
+   * the dead request prepared, which the retry gets instead of paying again.
+   */
+  async function takeOver(id: string, fingerprint: string, payer: string, token: string): Promise<Takeover> {
+    return db.transaction(async (tx) => {
+      const [row] = await tx.query<{ state: string; lapsed: boolean; fingerprint: string; payer: string; replay_key: string | null; response: string | null }>(
+        `select state, lease_until < now() as lapsed, fingerprint, payer, replay_key, response from payment_identifiers where payment_id = $1 for update`,
+        [id],
+      )
+      if (!row || row.state !== 'in_flight' || !row.lapsed || row.fingerprint !== fingerprint || row.payer !== payer) return { kind: 'changed' }
+      let paymentState: string | undefined
+      if (row.replay_key !== null) {
+        const [payment] = await tx.query<{ state: string }>(`select state from payment_reservations where replay_key = $1 for update`, [row.replay_key])
+        paymentState = payment?.state
+        if (paymentState === 'reserved') {
+          await tx.query(`update payment_reservations set state = 'released', updated_at = now() where replay_key = $1 and state = 'reserved'`, [row.replay_key])
+          paymentState = 'released'
+        }
+      }
+      if (paymentState === undefined || UNPAID.has(paymentState)) {
+        await tx.query(
+          `update payment_identifiers set claim_token = $2, lease_until = now() + make_interval(secs => $3), replay_key = null, response = null, status = null
+            where payment_id = $1`,
+          [id, token, leaseSec],
+        )
+        return { kind: 'claimed' }
+      }
+      if (DECIDING.has(paymentState)) return { kind: 'deciding' }
+      // Paid: the work was bought. Its prepared answer is replayed from now on (none: not replayable).
+      const response = row.response ? open(id, row.response) : undefined
+      await tx.query(
+        `update payment_identifiers set state = 'completed', status = $2, claim_token = null, completed_at = now(), expires_at = now() + make_interval(secs => $3)
+          where payment_id = $1`,
+        [id, response?.status ?? null, ttlSec],
+      )
+      return { kind: 'replay', response: response ?? NOT_REPLAYABLE }
+    })
   }
 
   return {
@@ -166,39 +252,9 @@ export function createPaymentIdentifiers(options: PaymentIdentifierOptions): Pay
       // A row released between our insert and our read: try again (bounded).
       for (let attempt = 0; attempt < 3; attempt += 1) {
         const token = randomUUID()
-        if (await take(id, fingerprint, payer, operationId, token)) {
-          let done = false
-          // The lease is renewed while this request runs, so only a dead request's claim lapses
-          // (a slow one, e.g. a long generation, keeps it and cannot be charged twice).
-          const renew = setInterval(() => {
-            db.query(`update payment_identifiers set lease_until = now() + make_interval(secs => $3) where payment_id = $1 and claim_token = $2`, [id, token, leaseSec]).catch(
-              () => undefined,
-            )
-          }, renewMs)
-          renew.unref()
-          return {
-            kind: 'claimed',
-            async complete(response, replayKey) {
-              if (done) return
-              done = true
-              clearInterval(renew)
-              await db.query(
-                `update payment_identifiers set state = 'completed', status = $3, response = $4, completed_at = now(),
-                        expires_at = now() + make_interval(secs => $5), claim_token = null, replay_key = $6
-                  where payment_id = $1 and claim_token = $2`,
-                [id, token, response.status, seal(id, response), ttlSec, replayKey ?? null],
-              )
-            },
-            async release() {
-              if (done) return
-              done = true
-              clearInterval(renew)
-              await db.query(`delete from payment_identifiers where payment_id = $1 and claim_token = $2`, [id, token])
-            },
-          }
-        }
-        const rows = await db.query<{ fingerprint: string; payer: string; state: string; response: string | null; payment_state: string | null }>(
-          `select i.fingerprint, i.payer, i.state, i.response, r.state as payment_state
+        if (await take(id, fingerprint, payer, operationId, token)) return held(id, token)
+        const rows = await db.query<{ fingerprint: string; payer: string; state: string; lapsed: boolean; response: string | null; payment_state: string | null }>(
+          `select i.fingerprint, i.payer, i.state, i.lease_until < now() as lapsed, i.response, r.state as payment_state
              from payment_identifiers i left join payment_reservations r on r.replay_key = i.replay_key
             where i.payment_id = $1`,
           [id],
@@ -207,8 +263,15 @@ export function createPaymentIdentifiers(options: PaymentIdentifierOptions): Pay
         if (!row) continue
         if (row.payer !== payer) return { kind: 'conflict', reason: 'other_payer' }
         if (row.fingerprint !== fingerprint) return { kind: 'conflict', reason: 'other_request' }
-        if (row.state === 'in_flight') return { kind: 'in_progress' }
-        if (row.payment_state === 'released' || row.payment_state === 'reversed') {
+        if (row.state === 'in_flight') {
+          if (!row.lapsed) return { kind: 'in_progress', deciding: false }
+          const takeover = await takeOver(id, fingerprint, payer, token)
+          if (takeover.kind === 'claimed') return held(id, token)
+          if (takeover.kind === 'replay') return takeover
+          if (takeover.kind === 'deciding') return { kind: 'in_progress', deciding: true }
+          continue
+        }
+        if (row.payment_state !== null && UNPAID.has(row.payment_state)) {
           // Answered while its settlement was pending (or settled, then dropped by the chain for
           // good), and the payment failed after all (its work was reversed): nothing was bought,
           // so the id is free again.
@@ -216,13 +279,59 @@ export function createPaymentIdentifiers(options: PaymentIdentifierOptions): Pay
           continue
         }
         const response = row.response ? open(id, row.response) : undefined
-        return { kind: 'replay', response: response ?? { status: 0, headers: {}, body: null } }
+        return { kind: 'replay', response: response ?? NOT_REPLAYABLE }
       }
-      return { kind: 'in_progress' }
+      return { kind: 'in_progress', deciding: false }
     },
-    async sweep() {
+    async sweep(options = {}) {
+      if (options.orphanedBefore !== undefined) {
+        // A claim renewed before the instant every earlier request died lapses at once.
+        await db.query(
+          `update payment_identifiers set lease_until = now() where state = 'in_flight' and lease_until < $1::timestamptz + make_interval(secs => $2) and lease_until > now()`,
+          [options.orphanedBefore, leaseSec],
+        )
+      }
       const rows = await db.query(`delete from payment_identifiers where expires_at < now() returning payment_id`)
       return rows.length
     },
+  }
+
+  /** The claim this request holds: its lease renewed while it runs, so only a dead request's lapses. */
+  function held(id: string, token: string): HeldIdentifier {
+    let done = false
+    // A slow request (e.g. a long generation) keeps its claim and cannot be charged twice.
+    const renew = setInterval(() => {
+      db.query(`update payment_identifiers set lease_until = now() + make_interval(secs => $3) where payment_id = $1 and claim_token = $2`, [id, token, leaseSec]).catch(
+        () => undefined,
+      )
+    }, renewMs)
+    renew.unref()
+    return {
+      kind: 'claimed',
+      async link(replayKey) {
+        const rows = await db.query(`update payment_identifiers set replay_key = $3 where payment_id = $1 and claim_token = $2 returning 1`, [id, token, replayKey])
+        return rows.length === 1
+      },
+      async prepare(response) {
+        await db.query(`update payment_identifiers set response = $3, status = $4 where payment_id = $1 and claim_token = $2`, [id, token, seal(id, response), response.status])
+      },
+      async complete(response, replayKey) {
+        if (done) return
+        done = true
+        clearInterval(renew)
+        await db.query(
+          `update payment_identifiers set state = 'completed', status = $3, response = $4, completed_at = now(),
+                  expires_at = now() + make_interval(secs => $5), claim_token = null, replay_key = coalesce($6, replay_key)
+            where payment_id = $1 and claim_token = $2`,
+          [id, token, response.status, seal(id, response), ttlSec, replayKey ?? null],
+        )
+      },
+      async release() {
+        if (done) return
+        done = true
+        clearInterval(renew)
+        await db.query(`delete from payment_identifiers where payment_id = $1 and claim_token = $2`, [id, token])
+      },
+    }
   }
 }
