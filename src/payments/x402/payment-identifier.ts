@@ -217,7 +217,7 @@ export function createPaymentIdentifiers(options: PaymentIdentifierOptions): Pay
         `select state, lease_until < now() as lapsed, fingerprint, payer, replay_key, response from payment_identifiers where payment_id = $1 for update`,
         [id],
       )
-      if (!row || row.state !== 'in_flight' || !row.lapsed || row.fingerprint !== fingerprint || row.payer !== payer) return { kind: 'changed' }
+      if (row?.state !== 'in_flight' || !row.lapsed || row.fingerprint !== fingerprint || row.payer !== payer) return { kind: 'changed' }
       let paymentState: string | undefined
       if (row.replay_key !== null) {
         const [payment] = await tx.query<{ state: string }>(`select state from payment_reservations where replay_key = $1 for update`, [row.replay_key])
