@@ -111,8 +111,27 @@ export interface MemoryMoney {
   deposit(owner: OwnerId, payment: { amountMicros: bigint; replayKey: string; bind: (tx: Queryable, effect: string) => Promise<void> }): Promise<void>
   /** The deposit's answer once its payment is decided. */
   depositView(owner: OwnerId, replayKey: string): Promise<{ owner: string; depositedMicros: string; balanceMicros: string; txHash: string | null }>
-  /** Refunds the whole balance on-chain (idempotent: with nothing left, the last withdrawal is answered again). */
-  withdraw(owner: OwnerId): Promise<{ refundedMicros: string; txHash: string | null; status: RefundState | 'none' }>
+  /**
+   * Refunds the whole withdrawable balance on-chain. Idempotent: with nothing left, the owner's
+   * last withdrawal is answered again (replay), as it stands now — unless a deposit came after it.
+   */
+  withdraw(owner: OwnerId): Promise<WithdrawalView>
+}
+
+/** The answer of a withdrawal (DELETE /api/v1/deposits; WithdrawResult in catalog/schemas/memory.ts). */
+export interface WithdrawalView {
+  /** The withdrawal this answer is about: created by this call, or (replay) the last one; null when there is none. */
+  withdrawalId: string | null
+  /** What that withdrawal returns on-chain (0 when cancelled, or with none). */
+  refundedMicros: string
+  /** Its refund's state now; 'none' without a withdrawal. */
+  status: RefundState | 'none'
+  /** Its refund's transaction once signed and sent (final when status is confirmed); null before. */
+  txHash: string | null
+  /** Deposits whose payment is still settling: in no withdrawal yet, withdrawable once settled. */
+  settlingMicros: string
+  /** True when this call created no withdrawal (it answers the last one, or there is none). */
+  replay: boolean
 }
 
 export function registerMemoryMoney(deps: {
@@ -132,15 +151,76 @@ export function registerMemoryMoney(deps: {
   deps.payments.outcomes.register(MEMORY_WRITE_EFFECT, memoryWriteOutcomes)
   deps.payments.outcomes.register(MEMORY_DEPOSIT_EFFECT, { ...memoryDepositOutcomes, reversed: depositReversal(refunds) })
 
-  async function refundView(refundId: string) {
+  /** A withdrawal's refund as it stands now (read from the outbox row, never remembered). */
+  async function refundView(refundId: string): Promise<Pick<WithdrawalView, 'withdrawalId' | 'refundedMicros' | 'status' | 'txHash'>> {
     const row = (
-      await db.query<{ amount_micros: bigint; state: RefundState; tx_hash: string | null }>(`select amount_micros, state, tx_hash from memory_refunds where refund_id = $1`, [
-        refundId,
-      ])
+      await db.query<{ amount_micros: bigint; state: RefundState; tx_hash: string | null; raw_tx: string | null }>(
+        `select amount_micros, state, tx_hash, raw_tx from memory_refunds where refund_id = $1`,
+        [refundId],
+      )
     )[0]
     if (row === undefined) throw new Error(`no memory refund ${refundId}`)
-    return { refundedMicros: row.state === 'cancelled' ? '0' : row.amount_micros.toString(), txHash: row.state === 'confirmed' ? row.tx_hash : null, status: row.state }
+    // tx_hash names the transaction that carries the refund while its signed bytes are kept (sent,
+    // or being resent) and once confirmed; a hash left from a transaction that will never be mined
+    // (raw_tx cleared, a new one is to be signed) is not shown.
+    const sent = row.state === 'confirmed' || row.raw_tx !== null
+    return {
+      withdrawalId: refundId,
+      refundedMicros: row.state === 'cancelled' ? '0' : row.amount_micros.toString(),
+      status: row.state,
+      txHash: sent ? row.tx_hash : null,
+    }
   }
+
+  /** Deposits of `owner` whose payment is not decided yet (not in the balance, in no withdrawal). */
+  async function settlingOf(q: Queryable, owner: OwnerId): Promise<bigint> {
+    const rows = await q.query<{ micros: bigint }>(`select coalesce(sum(amount_micros), 0)::int8 as micros from memory_deposits where owner = $1 and state = 'provisional'`, [
+      owner,
+    ])
+    return rows[0]?.micros ?? 0n
+  }
+
+  /**
+   * The withdrawal a repeat answers: the owner's last one, unless a deposit came after it (settled
+   * into the ledger, or still settling) — answering it then would read as if that deposit came back.
+   */
+  async function lastWithdrawal(q: Queryable, owner: OwnerId): Promise<string | undefined> {
+    const rows = await q.query<{ refund_id: string }>(
+      `select l.refund_id from memory_ledger l join memory_refunds r on r.refund_id = l.refund_id
+        where l.id = (select max(id) from memory_ledger where owner = $1 and kind in ('deposit', 'refund'))
+          and l.kind = 'refund'
+          and not exists (select 1 from memory_deposits d where d.owner = $1 and d.state = 'provisional' and d.created_at > r.created_at)`,
+      [owner],
+    )
+    return rows[0]?.refund_id
+  }
+
+  async function withdrawNow(owner: OwnerId): Promise<WithdrawalView> {
+    const decided = await db.transaction(async (tx) => {
+      if ((await lockOwner(tx, owner)) === undefined) return { id: undefined, created: false, settling: 0n }
+      // Read under the owner lock, with the balance: what this call saw settling is what it left out.
+      const settling = await settlingOf(tx, owner)
+      const balance = await balanceOf(tx, owner)
+      if (balance <= 0n) return { id: await lastWithdrawal(tx, owner), created: false, settling }
+      const id = randomUUID()
+      await appendLedger(tx, { owner, kind: 'refund', amountMicros: -balance, refundId: id })
+      await tx.query(`insert into memory_refunds (refund_id, owner, to_address, amount_micros, state) values ($1, $2, $3, $4, 'pending')`, [id, owner, owner, balance])
+      return { id, created: true, settling }
+    })
+    const settlingMicros = decided.settling.toString()
+    if (decided.id === undefined) return { withdrawalId: null, refundedMicros: '0', status: 'none', txHash: null, settlingMicros, replay: true }
+    if (decided.created) {
+      // Sent now; if the chain is slow or down the outbox keeps retrying (the answer says so).
+      await refunds.send(decided.id).catch((error: unknown) => deps.logger.warn({ err: error }, 'memory withdrawal: first send failed; retried by the outbox'))
+    }
+    return { ...(await refundView(decided.id)), settlingMicros, replay: !decided.created }
+  }
+
+  // Withdrawals of one owner in this process run one after another: a concurrent call waits until
+  // the first has sent its refund, then answers that refund as the send left it (its transaction,
+  // its state). Across replicas they serialise on the owner lock, and a repeat reads the refund as
+  // it stands at that moment (possibly not signed yet: `sending` or `pending`, no transaction).
+  const withdrawing = new Map<OwnerId, Promise<WithdrawalView>>()
 
   return {
     refunds,
@@ -164,30 +244,17 @@ export function registerMemoryMoney(deps: {
     },
 
     async withdraw(owner) {
-      const refundId = await db.transaction(async (tx) => {
-        if ((await lockOwner(tx, owner)) === undefined) return undefined
-        const balance = await balanceOf(tx, owner)
-        if (balance <= 0n) {
-          // Nothing left: a retried withdrawal answers the last one (if no deposit came after it).
-          const last = (
-            await tx.query<{ kind: string; refund_id: string | null }>(
-              `select kind, refund_id from memory_ledger where owner = $1 and kind in ('deposit', 'refund') order by id desc limit 1`,
-              [owner],
-            )
-          )[0]
-          return last?.kind === 'refund' && last.refund_id !== null ? { kind: 'existing' as const, id: last.refund_id } : undefined
-        }
-        const id = randomUUID()
-        await appendLedger(tx, { owner, kind: 'refund', amountMicros: -balance, refundId: id })
-        await tx.query(`insert into memory_refunds (refund_id, owner, to_address, amount_micros, state) values ($1, $2, $3, $4, 'pending')`, [id, owner, owner, balance])
-        return { kind: 'created' as const, id }
-      })
-      if (refundId === undefined) return { refundedMicros: '0', txHash: null, status: 'none' }
-      if (refundId.kind === 'created') {
-        // Sent now; if the chain is slow or down the outbox keeps retrying (the answer says so).
-        await refunds.send(refundId.id).catch((error: unknown) => deps.logger.warn({ err: error }, 'memory withdrawal: first send failed; retried by the outbox'))
+      const before = withdrawing.get(owner)
+      const run = (before ?? Promise.resolve()).then(
+        () => withdrawNow(owner),
+        () => withdrawNow(owner),
+      )
+      withdrawing.set(owner, run)
+      try {
+        return await run
+      } finally {
+        if (withdrawing.get(owner) === run) withdrawing.delete(owner)
       }
-      return refundView(refundId.id)
     },
   }
 }

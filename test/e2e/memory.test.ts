@@ -145,9 +145,10 @@ t.test('an x402 buyer deposits, remembers 20 records, recalls, expands, reads th
   const withdrawn = await json(withdraw)
   t.equal(withdrawn.refundedMicros, (1_000_000n - debited).toString(), 'refund = deposit − debits')
   t.match(withdrawn.txHash, /^0x[0-9a-f]{64}$/)
+  t.match(withdrawn, { withdrawalId: /^[0-9a-f-]{36}$/, status: 'confirmed', settlingMicros: '0', replay: false }, 'this call made the withdrawal; nothing is settling')
   t.equal(await balanceOf(cli?.gateway as string, buyer.address), before + 1_000_000n - debited, 'the refund arrived on-chain')
   const again = await json(await owner(buyer, `${base}/api/v1/deposits`, { method: 'DELETE' }))
-  t.same(again, withdrawn, 'a second withdrawal answers the first (nothing is paid twice)')
+  t.same(again, { ...withdrawn, replay: true }, 'a second withdrawal answers the first, as a replay (nothing is paid twice)')
   t.equal(await balanceOf(cli?.gateway as string, buyer.address), before + 1_000_000n - debited)
 
   const poor = await rememberOnDeposit(buyer, { content: 'one more after the withdrawal' })

@@ -27,7 +27,7 @@ export const RememberHeaders = Type.Object({
 })
 
 export const Rail = StringEnum(['direct', 'marketplace', 'payg'] as const, {
-  description: 'direct: debited from the deposit; marketplace: one memory-ops unit of a plan; payg: paid per call with x402 or MPP',
+  description: 'direct: debited from the deposit; marketplace: one memory-ops unit of a plan; payg: paid per call with x402 (or MPP where offered)',
 })
 const AccountRail = StringEnum(['direct', 'marketplace', 'payg'] as const)
 
@@ -159,11 +159,26 @@ export const MemoryAccount = Type.Object(
 
 export const WithdrawResult = Type.Object(
   {
-    refundedMicros: MicrosString(),
-    txHash: Nullable(Type.String(), { description: 'On-chain refund transaction once confirmed; null before, and when nothing was left' }),
+    refundedMicros: MicrosString({
+      description: 'What the withdrawal named by withdrawalId returns on-chain (0 when it was cancelled, or with none). With replay true this call refunded nothing new',
+    }),
+    txHash: Nullable(Type.String(), {
+      description:
+        "The refund's on-chain transaction once signed and sent (status sending; final once status is confirmed); null before it is signed, while a new one is to be signed, and with none",
+    }),
     status: StringEnum(['none', ...REFUND_OUTBOX_STATES] as const, {
       description:
-        'none: nothing was left to withdraw; waiting: signed once every deposit it returns is confirmed on-chain (or the refund wallet can pay it); sending / failed: on its way or retried; confirmed: sent and final; cancelled: the deposits it returned never reached the chain',
+        "The refund's state now. none: no withdrawal to answer (nothing withdrawable; see settlingMicros); pending: owed, about to be sent; waiting: signed once every deposit it returns is confirmed on-chain (or the refund wallet can pay it); sending / failed: on its way or retried; confirmed: sent and final; cancelled: the deposits it returned never reached the chain",
+    }),
+    withdrawalId: Nullable(Type.String({ format: 'uuid' }), {
+      description: 'The withdrawal this answer is about: created by this call, or (replay true) the last one, answered as it stands now; null when there is none',
+    }),
+    settlingMicros: MicrosString({
+      description: 'Deposits whose payment is still settling: in no withdrawal yet (not in refundedMicros); withdrawable once settled. Withdraw again then',
+    }),
+    replay: Type.Boolean({
+      description:
+        'true when this call created no withdrawal: it answers the last one (idempotent repeat, or a concurrent call that lost the race), or there is none (status none)',
     }),
   },
   { additionalProperties: false },
