@@ -154,15 +154,9 @@ async function untilDecided(what: string, timeoutMs = 150_000): Promise<void> {
   }
 }
 
-/**
- * The withdrawal's `status` (docs/memory.md: `{refundedMicros, txHash, status}`). Today the
- * response schema (src/catalog/schemas/memory.ts WithdrawResult, additionalProperties false)
- * has no `status`, so Fastify drops it from the answer: checked as a todo until it is added; the
- * refund row's state is checked in the database at the end either way.
- */
+/** The withdrawal's `status` (docs/memory.md "Withdrawal answers"); the refund row is checked in the database at the end too. */
 function withdrawalStatus(t: Test, answer: Json, expected: string, what: string): void {
-  const todo = answer.status === undefined ? 'WithdrawResult (src/catalog/schemas/memory.ts) lacks `status`: the answer drops it' : false
-  t.equal(answer.status, expected, what, { todo })
+  t.equal(answer.status, expected, what)
 }
 
 /** A marketplace task on the plan's bearer token alone: whether the plan still covers the scheduler. */
