@@ -3,7 +3,7 @@
 // naming the field. Reference images are never fetched by us; they go to an upstream model, so a
 // URL naming a private or loopback host is refused here rather than handed to someone who might.
 import net from 'node:net'
-import { isPrivateAddress } from '../platform/addresses.ts'
+import { isPrivateHost, normalizeHost } from '../platform/addresses.ts'
 import { AppError } from '../platform/errors.ts'
 import type { SectionRequest } from './types.ts'
 
@@ -13,9 +13,6 @@ export const MIN_DURATION_SEC = 30
 export const MAX_DURATION_SEC = 300
 
 const invalid = (field: string, message: string) => new AppError('validation_error', message, { field })
-
-/** Hostnames that name this machine or a private network whatever DNS says. */
-const PRIVATE_SUFFIXES = ['localhost', '.localhost', '.local', '.internal', '.home.arpa', '.lan', '.intranet']
 
 /** Throws a 400 unless `raw` is an http(s) URL whose host is public (see header). */
 export function assertPublicHttpUrl(raw: string, field: string): void {
@@ -27,15 +24,10 @@ export function assertPublicHttpUrl(raw: string, field: string): void {
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw invalid(field, `${field} must be an http or https URL`)
   if (url.username || url.password) throw invalid(field, `${field} must not carry credentials`)
-  // WHATWG parsing already turned decimal, hex and octal IPv4 forms into dotted quads.
-  const host = url.hostname.replace(/^\[|\]$/g, '').toLowerCase()
-  if (net.isIP(host)) {
-    if (isPrivateAddress(host)) throw invalid(field, `${field} names a private, loopback or reserved address`)
-    return
-  }
-  if (!host.includes('.') || PRIVATE_SUFFIXES.some((suffix) => host === suffix.replace(/^\./, '') || host.endsWith(suffix))) {
-    throw invalid(field, `${field} must name a public host`)
-  }
+  // WHATWG parsing turned decimal, hex and octal IPv4 forms into dotted quads; normalizeHost
+  // also drops trailing dots and case (`LOCALHOST..`, `127.0.0.1..`).
+  if (!isPrivateHost(url.hostname)) return
+  throw invalid(field, net.isIP(normalizeHost(url.hostname)) ? `${field} names a private, loopback or reserved address` : `${field} must name a public host`)
 }
 
 export interface SongShape {

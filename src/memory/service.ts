@@ -15,6 +15,7 @@ import type { Db, Queryable } from '../platform/db/index.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Logger } from '../platform/logger.ts'
 import { AppError } from '../platform/errors.ts'
+import { memberDepthError } from '../platform/json-depth.ts'
 import { formatUsd } from '../platform/money.ts'
 import type { PlanSpec } from '../catalog/types.ts'
 import { debitPlanIn, type PlanStanding } from '../payments/agents.ts'
@@ -87,8 +88,14 @@ function embeddingFailure(error: unknown): AppError {
   return new AppError('embedding_failed', `Embedding failed: ${message}. Nothing was stored or charged.`)
 }
 
-/** The body a write is idempotent over (key order fixed). */
-function canonicalBody(input: RecordInput): string {
+/**
+ * The body a write is idempotent over (key order fixed). Metadata nested past the body's depth
+ * bound is refused here too (JSON.stringify recurses): the HTTP parser refuses it first, this
+ * covers callers that did not come through it.
+ */
+export function canonicalBody(input: RecordInput): string {
+  const tooDeep = memberDepthError(input.metadata, 'body.metadata')
+  if (tooDeep !== undefined) throw tooDeep
   return JSON.stringify([input.content, input.context ?? null, input.tags ?? [], input.metadata ?? null])
 }
 

@@ -1,6 +1,8 @@
 // The one address rule of outbound traffic we make on someone else's behalf (the sandbox egress
 // proxy, the helpers' guarded fetch, upstream audio URLs, reference URLs): loopback, private,
 // CGNAT, link-local (cloud metadata), unique-local, multicast and reserved addresses are refused.
+// Hosts are compared as DNS sees them (normalizeHost): `LOCALHOST.`, `localhost..` and
+// `127.0.0.1..` are localhost and 127.0.0.1, not other, public-looking names.
 import net from 'node:net'
 
 const V4_BLOCKED: Array<[string, number]> = [
@@ -68,4 +70,40 @@ export function isPrivateAddress(ip: string): boolean {
   if (b[0] === 0x00 && b[1] === 0x64 && b[2] === 0xff && b[3] === 0x9b && zero(4, 12)) return isPrivateAddress(v4(12))
   if (b[0] === 0x20 && b[1] === 0x02) return isPrivateAddress(v4(2)) // 6to4
   return blocked.check(ip, 'ipv6')
+}
+
+/** Hostnames that name this machine or a private network whatever DNS says. */
+const PRIVATE_SUFFIXES = ['localhost', '.localhost', '.local', '.internal', '.home.arpa', '.lan', '.intranet']
+
+/** Spellings WHATWG URL parsing may read as an IPv4 address (decimal, hex, octal parts). */
+const NUMERIC_HOST = /^[0-9a-fx.]+$/
+
+/**
+ * A URL's host as the address rules compare it: IPv6 brackets off, lower case, every trailing dot
+ * off (DNS's root label: `localhost.` is localhost), and an IPv4 spelling that only its trailing
+ * dots kept from being parsed (`127.0.0.1..`, `0x7f.1..`) as its dotted quad.
+ */
+export function normalizeHost(host: string): string {
+  if (host.startsWith('[') && host.endsWith(']')) return host.slice(1, -1).toLowerCase()
+  // A loop, not /\.+$/: that regex is quadratic on a long run of inner dots.
+  let end = host.length
+  while (end > 0 && host.charCodeAt(end - 1) === 0x2e) end--
+  const name = host.slice(0, end).toLowerCase()
+  if (end === host.length || !NUMERIC_HOST.test(name)) return name
+  try {
+    return new URL(`http://${name}/`).hostname
+  } catch {
+    return name
+  }
+}
+
+/**
+ * true when a URL's host must not be named to anyone who will fetch it: a private, loopback or
+ * reserved address (isPrivateAddress), a single-label name, or a name under a private suffix
+ * (localhost, .local, .internal, …), in any case and with any trailing dots.
+ */
+export function isPrivateHost(host: string): boolean {
+  const name = normalizeHost(host)
+  if (net.isIP(name)) return isPrivateAddress(name)
+  return !name.includes('.') || PRIVATE_SUFFIXES.some((suffix) => name === suffix.replace(/^\./, '') || name.endsWith(suffix))
 }

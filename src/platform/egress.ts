@@ -9,7 +9,7 @@ import http from 'node:http'
 import https from 'node:https'
 import net from 'node:net'
 import os from 'node:os'
-import { isPrivateAddress } from './addresses.ts'
+import { isPrivateAddress, normalizeHost } from './addresses.ts'
 
 export interface EgressOptions {
   /** `host:port` pairs (as the URL names them) exempt from the address rule. */
@@ -54,7 +54,9 @@ export function authority(host: string, port: number): string {
 
 /** The address to connect to for host:port, or EgressRefused. */
 export async function resolveTarget(policy: EgressPolicy, host: string, port: number): Promise<{ address: string; family: number }> {
-  const bare = host.replace(/^\[|\]$/g, '').toLowerCase()
+  // As DNS sees it: an IP literal with trailing dots is that literal (never handed to a resolver),
+  // a name is looked up and matched against `allow` without them.
+  const bare = normalizeHost(host)
   const exempt = policy.allow.has(authority(bare, port))
   let addresses: Array<{ address: string; family: number }>
   if (net.isIP(bare)) addresses = [{ address: bare, family: net.isIP(bare) }]

@@ -15,6 +15,7 @@ import Fastify, {
   type FastifySchemaCompiler,
 } from 'fastify'
 import { AppError, PROBLEM_CONTENT_TYPE, isAppError, type ProblemBody } from './errors.ts'
+import { bodyDepthError } from './json-depth.ts'
 import type { Logger } from './logger.ts'
 import type { Metrics, RequestObserver } from './metrics.ts'
 import { rejectUnsafeText } from './text-safety.ts'
@@ -429,6 +430,15 @@ export function createHttpApp(options: HttpAppOptions): FastifyInstance {
   let draining = false
 
   app.setValidatorCompiler(validatorCompiler)
+  // JSON bodies: fastify's own parser (prototype poisoning refused as before), then the nesting
+  // bound, so a body too deep for what runs after it is a 400 before any hook, schema or 402.
+  const parseJson = app.getDefaultJsonParser('error', 'error')
+  app.removeContentTypeParser('application/json')
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    parseJson(request, body as string, (error, value) => {
+      done(error ?? bodyDepthError(value) ?? null, value)
+    })
+  })
   // Strings Postgres cannot store (U+0000, unpaired surrogates) in any body, query, path parameter
   // or header: a 400 naming the field before any schema or handler (src/platform/text-safety.ts).
   app.addHook('preValidation', rejectUnsafeText)
