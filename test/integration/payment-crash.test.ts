@@ -23,7 +23,7 @@ import { onPgliteAndPostgres } from '../helpers/servers.ts'
 
 // Every step of six requests killed and recovered, on two databases: several minutes by design,
 // more than the suite's per-file default on a slow or shared machine.
-t.setTimeout(20 * 60_000)
+t.setTimeout(30 * 60_000)
 
 const MINTED = 20_000_000n
 
