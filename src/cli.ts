@@ -1,46 +1,15 @@
 // The `agent-gateway` command line. One binary, every role.
-// Only what every command needs is imported here: --help, --version, `config` and a mistyped
+// Only what every command needs is imported here: help, --version, `config` and a mistyped
 // command answer without loading the logger, tracing or the composition root (src/runtime.ts),
-// which are imported when a command needs them.
+// which are imported when a command needs them. The help texts are in src/cli/help.ts; `demo` and
+// `pay` are clients of a running server (src/demo, src/cli/pay.ts).
 import { flushCompileCache } from 'node:module'
 import { performance } from 'node:perf_hooks'
-import { parseArgs } from 'node:util'
+import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { readFileSync } from 'node:fs'
 import { ConfigError, configTable, loadConfig } from './platform/config.ts'
 import { isRole, ROLES, type Role } from './platform/roles.ts'
-
-const USAGE = `agent-gateway: pay-per-request gateway, scheduler, job runner and memory service for AI agents
-
-Usage:
-  agent-gateway serve [ROLE...]   run the given roles in one process (no role = all roles)
-  agent-gateway ROLE              same as \`serve ROLE\`
-  agent-gateway migrate           apply database migrations and exit
-  agent-gateway config            print the configuration variables and their defaults
-  agent-gateway demo [--gateway URL] [--scheduler URL] [--memory URL]
-                                  show the whole product against a running server, as an agent
-                                  would use it: a throwaway wallet, a plan, a review, a paid task run
-                                  and its refund, a song, a memory round trip (docs/demo.md)
-  agent-gateway memory rotate-key [--to KEK_ID]
-                                  re-wrap every memory owner's data key under a new key-encryption
-                                  key: without --to, a new key is generated into the key ring file
-                                  (the embedded default's); with --to, KEK_ID must already be in the
-                                  ring (a mounted Secret). Records are not re-encrypted; replicas keep
-                                  serving (with PGlite, stop the server first: it holds DATA_DIR)
-  agent-gateway --help | --version
-
-Roles: ${ROLES.join(', ')}
-  gateway        {base_url}: discovery, payments, plans, reviews, songs, speech (GATEWAY_PORT);
-                 review sites on their own isolated origin (REVIEWS_PORT)
-  scheduler-api  {scheduler_url}: tasks, runs, ledger, accounts, webhooks (SCHEDULER_PORT)
-  controller     reconciles Task/Run resources into sandboxed runs (probes on CONTROLLER_PORT alone)
-  media          song/speech generation and DSP (probes on MEDIA_PORT alone)
-  memory         remember / recall / expand / deposits (MEMORY_PORT)
-
-Without DATABASE_URL data lives in PGlite under DATA_DIR; without REDIS_URL an in-process
-substitute stands in for Redis. Configuration comes from the environment:
-
-${configTable()}
-`
+import { helpOf, INDEX } from './cli/help.ts'
 
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
@@ -50,66 +19,124 @@ function version(): string {
 /** When the start-up garbage is collected: ms after ready, then ms after the first pass (src/platform/heap.ts). */
 const STARTUP_GC_DELAYS_MS = [1000, 1000]
 
-const parseCommandLine = (argv: string[]) =>
-  parseArgs({ args: argv, allowPositionals: true, options: { help: { type: 'boolean', short: 'h' }, version: { type: 'boolean', short: 'v' }, to: { type: 'string' } } })
+const HELP_OPTION = { help: { type: 'boolean', short: 'h' } } as const
 
-export async function main(argv: string[]): Promise<number> {
-  // The demo is a client of a running server with its own options (src/demo).
-  if (argv[0] === 'demo') return (await import('./demo/index.ts')).runDemo(argv.slice(1))
-  let parsed: ReturnType<typeof parseCommandLine>
+/**
+ * A command's own arguments: its options and positionals, or, for `--help`, its help printed; a
+ * bad option is said on stderr with where its help is (exit 2).
+ */
+function commandArgs<O extends NonNullable<ParseArgsConfig['options']>>(
+  words: string[],
+  argv: string[],
+  options: O,
+  positionals: boolean,
+): { values: Record<string, string | boolean | undefined>; positionals: string[] } | number {
+  let parsed: { values: Record<string, string | boolean | (string | boolean)[] | undefined>; positionals: string[] }
   try {
-    parsed = parseCommandLine(argv)
+    parsed = parseArgs({ args: argv, allowPositionals: positionals, strict: true, options: { ...HELP_OPTION, ...options } })
   } catch (error) {
-    process.stderr.write(`${(error as Error).message}\n\n${USAGE}`)
+    process.stderr.write(`agent-gateway ${words.join(' ')}: ${(error as Error).message}\nSee \`agent-gateway ${words.join(' ')} --help\`.\n`)
     return 2
   }
   if (parsed.values.help) {
-    process.stdout.write(USAGE)
+    process.stdout.write(helpOf(words) ?? INDEX)
     return 0
   }
-  if (parsed.values.version) {
+  return parsed as { values: Record<string, string | boolean | undefined>; positionals: string[] }
+}
+
+function unknownCommand(command: string): number {
+  process.stderr.write(`Unknown command "${command}". \`agent-gateway help\` lists the commands.\n`)
+  return 2
+}
+
+/** `agent-gateway help [COMMAND]`. */
+function helpCommand(words: string[]): number {
+  const text = words.length === 1 && (words[0] === '--help' || words[0] === '-h') ? helpOf(['help']) : helpOf(words)
+  if (text === undefined) return unknownCommand(words.join(' '))
+  process.stdout.write(text)
+  return 0
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [first, ...rest] = argv
+  if (first === undefined) return await serve([])
+  if (first === '--help' || first === '-h') return helpCommand(rest)
+  if (first === '--version' || first === '-v') {
     process.stdout.write(`${version()}\n`)
     return 0
   }
-  const [command = 'serve', ...rest] = parsed.positionals
-  if (command === 'config') {
-    process.stdout.write(`${configTable()}\n`)
-    return 0
+  switch (first) {
+    case 'help':
+      return helpCommand(rest)
+    // The demo and pay are clients of a running server, with options of their own.
+    case 'demo':
+      return (await import('./demo/index.ts')).runDemo(rest)
+    case 'pay':
+      return (await import('./cli/pay.ts')).runPay(rest)
+    case 'config': {
+      const args = commandArgs(['config'], rest, {}, false)
+      if (typeof args === 'number') return args
+      process.stdout.write(`${configTable()}\n`)
+      return 0
+    }
+    case 'migrate': {
+      const args = commandArgs(['migrate'], rest, {}, false)
+      return typeof args === 'number' ? args : await migrateCommand()
+    }
+    case 'serve': {
+      const args = commandArgs(['serve'], rest, {}, true)
+      return typeof args === 'number' ? args : await serve(args.positionals)
+    }
   }
-  if (command === 'memory') return memoryCommand(rest, parsed.values.to)
-  const roleArgs = command === 'serve' ? rest : command === 'migrate' ? [] : [command, ...rest]
-  const unknown = roleArgs.filter((role) => !isRole(role))
-  if (command !== 'serve' && command !== 'migrate' && !isRole(command)) {
-    process.stderr.write(`Unknown command "${command}".\n\n${USAGE}`)
+  // `memory rotate-key`; otherwise `memory` is the role, like the others.
+  if (first === 'memory' && rest[0] === 'rotate-key') {
+    const args = commandArgs(['memory', 'rotate-key'], rest.slice(1), { to: { type: 'string' } }, false)
+    return typeof args === 'number' ? args : await rotateKeyCommand(args.values.to as string | undefined)
+  }
+  if (isRole(first)) {
+    const args = commandArgs([first], rest, {}, true)
+    return typeof args === 'number' ? args : await serve([first, ...args.positionals])
+  }
+  if (first.startsWith('-')) {
+    process.stderr.write(`Unknown option "${first}". \`agent-gateway help\` lists the commands.\n`)
     return 2
   }
+  return unknownCommand(first)
+}
+
+/** `agent-gateway migrate`: the database alone (the roles are not loaded for it). */
+async function migrateCommand(): Promise<number> {
+  const config = configOrExitCode()
+  if (typeof config === 'number') return config
+  const [{ migrate, migrationsDir }, { openPlatformDb }] = await Promise.all([import('./platform/db/migrate.ts'), import('./platform/db/open.ts')])
+  const db = await openPlatformDb(config)
+  try {
+    const applied = await migrate(db, migrationsDir)
+    process.stdout.write(`migrations applied: ${Array.isArray(applied) ? applied.length : 'done'}\n`)
+  } finally {
+    await db.close()
+  }
+  return 0
+}
+
+/** `agent-gateway serve [ROLE...]` and `agent-gateway ROLE...`: runs until SIGTERM or SIGINT. */
+async function serve(roleArgs: string[]): Promise<number> {
+  const unknown = roleArgs.filter((role) => !isRole(role))
   if (unknown.length > 0) {
     process.stderr.write(`Unknown role "${unknown[0]}"; roles are ${ROLES.join(', ')}.\n`)
     return 2
   }
-
   const config = configOrExitCode()
   if (typeof config === 'number') return config
-  const { createLogger } = await import('./platform/logger.ts')
-  const logger = createLogger(config.logLevel)
+  const { createProcessLogger } = await import('./platform/logger.ts')
+  // Readable lines on a terminal, JSON lines otherwise (LOG_FORMAT overrides).
+  const logger = createProcessLogger(config.logLevel, config.logFormat)
   // Tracing first: the instrumentations patch http and pg as those modules load. Off (and not
   // loaded) without an OTLP endpoint.
   const tracing = config.otlpEndpoint
     ? await (await import('./platform/tracing.ts')).startTracing({ otlpEndpoint: config.otlpEndpoint, serviceName: config.serviceName })
     : undefined
-  if (command === 'migrate') {
-    // The database alone: the roles are not loaded for it.
-    const [{ migrate, migrationsDir }, { openPlatformDb }] = await Promise.all([import('./platform/db/migrate.ts'), import('./platform/db/open.ts')])
-    const db = await openPlatformDb(config)
-    try {
-      const applied = await migrate(db, migrationsDir)
-      process.stdout.write(`migrations applied: ${Array.isArray(applied) ? applied.length : 'done'}\n`)
-    } finally {
-      await db.close()
-    }
-    return 0
-  }
-
   const [runtime, heap] = await Promise.all([import('./runtime.ts'), import('./platform/heap.ts')])
   const roles = (roleArgs.length > 0 ? [...new Set(roleArgs)] : [...ROLES]) as Role[]
   let running: Awaited<ReturnType<typeof runtime.start>>
@@ -198,12 +225,8 @@ export async function main(argv: string[]): Promise<number> {
   })
 }
 
-/** `agent-gateway memory rotate-key [--to KEK_ID]`: see USAGE and docs/memory.md "Keys". */
-async function memoryCommand(args: string[], to: string | undefined): Promise<number> {
-  if (args[0] !== 'rotate-key' || args.length !== 1) {
-    process.stderr.write(`Unknown memory command "${args.join(' ')}"; try: agent-gateway memory rotate-key [--to KEK_ID]\n`)
-    return 2
-  }
+/** `agent-gateway memory rotate-key [--to KEK_ID]`: see its help (src/cli/help.ts) and docs/memory.md "Keys". */
+async function rotateKeyCommand(to: string | undefined): Promise<number> {
   const config = configOrExitCode()
   if (typeof config === 'number') return config
   const { openPlatformDb } = await import('./platform/db/open.ts')

@@ -7,7 +7,7 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { AppError } from '../platform/errors.ts'
 import type { PreparedResponse } from '../platform/http.ts'
 import { parseMicros } from '../platform/money.ts'
-import type { Catalog } from './catalog.ts'
+import type { Catalog, OpenapiPage } from './catalog.ts'
 import type { CatalogOperation } from './openapi.ts'
 import type { ServerName } from './types.ts'
 import { authMd, llmsFullTxt, llmsTxt, manifestView, planView, serviceView, servicesView, type DocumentContext } from './documents.ts'
@@ -186,8 +186,14 @@ function boundedCache<T>(limit: number): { get(key: string): T | undefined; set(
 
 const JSON_TYPE = 'application/json; charset=utf-8'
 
+/** The Link header of an OpenAPI page (RFC 8288): first, prev, next and last, those that exist; none for a single page. */
+export function pageLinks(page: Pick<OpenapiPage, 'first' | 'prev' | 'next' | 'last'>): string | undefined {
+  const links = (['first', 'prev', 'next', 'last'] as const).flatMap((rel) => (page[rel] === undefined ? [] : [`<${page[rel]}>; rel="${rel}"`]))
+  return links.length > 0 ? links.join(', ') : undefined
+}
+
 /**
- * GET /openapi.json with search, filters, pages, x-next and an RFC 8288 Link header. Each URL that
+ * GET /openapi.json with search, filters, pages, x-next and an RFC 8288 Link header (first, prev, next, last). Each URL that
  * produced a page is then answered as a prepared response (no routing, no query parsing again).
  */
 export function registerOpenapiRoute(app: FastifyInstance, catalog: Catalog, scope?: ServerName): void {
@@ -201,7 +207,7 @@ export function registerOpenapiRoute(app: FastifyInstance, catalog: Catalog, sco
       const result = catalog.openapiPage({ q, path, method, page }, scope)
       // Unfiltered pages are a fixed set (one per page number); searches and filters are not.
       const effort = q === undefined && path === undefined && method === undefined ? 'best' : 'fast'
-      document = renderDocument(JSON_TYPE, JSON.stringify(result.document), { link: result.next ? `<${result.next}>; rel="next"` : undefined, effort })
+      document = renderDocument(JSON_TYPE, JSON.stringify(result.document), { link: pageLinks(result), effort })
       byQuery.set(key, document)
     }
     app.prepared.set(request.url, '/openapi.json', document.respond, { dynamic: true })

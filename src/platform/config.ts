@@ -1,12 +1,14 @@
 // The one typed configuration module. Parsed once at start-up from the environment; every
 // variable is declared here with its default and documentation (the README table and
-// `agent-gateway --help` are printed from this list, so they cannot drift).
+// `agent-gateway config` are printed from this list, so they cannot drift).
 import os from 'node:os'
 import path from 'node:path'
 import { CronExpressionParser } from 'cron-parser'
 import { isBlobKey } from './blobs.ts'
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
+/** How log lines are written: pino's JSON lines, or readable lines for a person at a terminal. */
+export type LogFormat = 'json' | 'pretty'
 
 export interface Config {
   host: string
@@ -27,6 +29,8 @@ export interface Config {
   publicMediaUrl: string
   bodyLimitBytes: number
   logLevel: LogLevel
+  /** LOG_FORMAT; unset = pretty when stdout is a terminal, JSON otherwise (src/platform/logger.ts). */
+  logFormat: LogFormat | undefined
   otlpEndpoint: string | undefined
   serviceName: string
   shutdownGraceMs: number
@@ -177,6 +181,11 @@ export const configVariables: readonly Variable[] = [
   },
   { name: 'BODY_LIMIT_BYTES', default: '16777216', doc: 'Largest accepted request body; larger bodies get 413.' },
   { name: 'LOG_LEVEL', default: 'info', doc: 'pino level: fatal, error, warn, info, debug, trace, silent.' },
+  {
+    name: 'LOG_FORMAT',
+    default: '(unset: pretty on a terminal, else json)',
+    doc: 'json (one JSON object per line, for log shippers) or pretty (readable lines: time, level, message, fields); unset = pretty when stdout is a terminal.',
+  },
   { name: 'OTEL_EXPORTER_OTLP_ENDPOINT', default: '(unset: tracing off)', doc: 'OTLP/HTTP endpoint; tracing is on only when set.' },
   { name: 'OTEL_SERVICE_NAME', default: 'agent-gateway', doc: 'service.name of exported spans.' },
   { name: 'SHUTDOWN_GRACE_MS', default: '10000', doc: 'How long SIGTERM waits for in-flight requests before closing.' },
@@ -440,6 +449,8 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   const controllerPort = readPort(env, 'CONTROLLER_PORT', 4024)
   const logLevel = (env.LOG_LEVEL || 'info') as LogLevel
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`)
+  const logFormat = (env.LOG_FORMAT || undefined) as LogFormat | undefined
+  if (logFormat !== undefined && logFormat !== 'json' && logFormat !== 'pretty') throw new ConfigError('LOG_FORMAT', `must be json or pretty, got "${logFormat}"`)
   const payTo = env.PAY_TO_ADDRESS || '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266'
   if (!/^0x[0-9a-fA-F]{40}$/.test(payTo)) throw new ConfigError('PAY_TO_ADDRESS', 'must be a 0x-prefixed 20-byte hex address')
   const chainRpcUrl = readUrl(env, 'CHAIN_RPC_URL', ['http:', 'https:', 'ws:', 'wss:'])
@@ -486,6 +497,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     publicMediaUrl: stripSlash(readUrl(env, 'PUBLIC_MEDIA_URL', http) ?? publicBaseUrl),
     bodyLimitBytes: readPositiveInt(env, 'BODY_LIMIT_BYTES', 16 * 1024 * 1024),
     logLevel,
+    logFormat,
     otlpEndpoint: readUrl(env, 'OTEL_EXPORTER_OTLP_ENDPOINT', http),
     serviceName: env.OTEL_SERVICE_NAME || 'agent-gateway',
     shutdownGraceMs: readPositiveInt(env, 'SHUTDOWN_GRACE_MS', 10_000),

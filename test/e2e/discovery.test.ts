@@ -76,7 +76,9 @@ t.test('openapi.json?q=song ranks the song operation first', async (t) => {
   t.equal(first?.[0], '/api/v1/audio/songs/songmodel-3-pro')
   const operation = Object.values(first?.[1] ?? {})[0]
   t.equal(operation?.['x-payment-info'].access, 'payg')
-  t.match(operation?.['x-payment-info'], { price: { amountMicros: '80000', amountUsd: '0.080000', per: 'song' }, includedUnits: 1, protocols: ['x402', 'mpp'] })
+  t.match(operation?.['x-payment-info'], { price: { amountMicros: '80000', amountUsd: '0.080000', per: 'song' }, includedUnits: 1 })
+  // The embedded default has no Tempo RPC: MPP charges are not offered, so not listed.
+  t.same(operation?.['x-payment-info'].protocols, ['x402'])
 })
 
 t.test('pages walk every operation exactly once and each page is valid OpenAPI 3.1', async (t) => {
@@ -244,7 +246,7 @@ t.test('operations not built yet answer 501 and the catalog marks them', async (
   // Nothing that is not built is sold: an unbuilt paid operation answers 501 before any payment,
   // with no 402 challenge to pay.
   const { built, services } = await manifest()
-  const bodies: Record<string, unknown> = { synthesizeSpeech: { text: 'hello' }, generateSongs: { prompt: 'lofi beat' }, rememberMemory: { content: 'a fact' } }
+  const bodies: Record<string, unknown> = { synthesizeSpeech: { text: 'hello' }, generateSongs: { prompt: 'lofi beat', candidateCount: 1 }, rememberMemory: { content: 'a fact' } }
   for (const [operationId, payload] of Object.entries(bodies)) {
     if (built.has(operationId)) continue
     const operation = services.flatMap((service) => service.operations).find((candidate) => candidate.operationId === operationId)

@@ -166,3 +166,21 @@ t.test('encoding negotiation and ETag comparison', async (t) => {
   t.ok(etagMatches('*', '"b"'))
   t.notOk(etagMatches('"c"', '"b"'))
 })
+
+t.test('the pages of /openapi.json link to each other per RFC 8288: first, prev, next, last', async (t) => {
+  const links = (header: string | string[] | undefined): Record<string, string> =>
+    Object.fromEntries([...String(header ?? '').matchAll(/<([^>]+)>;\s*rel="([a-z]+)"/g)].map((match) => [match[2] as string, match[1] as string]))
+  const first = await get('/openapi.json')
+  const pages = (JSON.parse(first.body.toString()) as { info: { 'x-pages': number } }).info['x-pages']
+  t.ok(pages >= 3, `${pages} pages`)
+  const page = (n: number) => `http://gw.test/openapi.json?page=${n}`
+  t.same(links(first.headers.link), { first: page(1), next: page(2), last: page(pages) }, 'page 1: no prev')
+  for (const fetched of [await get('/openapi.json?page=2'), await routed('/openapi.json?page=2')]) {
+    t.same(links(fetched.headers.link), { first: page(1), prev: page(1), next: page(3), last: page(pages) }, 'page 2: prev and next')
+  }
+  t.same(links((await get(`/openapi.json?page=${pages}`)).headers.link), { first: page(1), prev: page(pages - 1), last: page(pages) }, 'the last page: no next')
+  const search = links((await get('/openapi.json?q=task&page=2')).headers.link)
+  t.equal(search.prev, 'http://gw.test/openapi.json?q=task&page=1', 'a search keeps its query in every link')
+  t.equal(search.first, 'http://gw.test/openapi.json?q=task&page=1')
+  t.equal((await get('/openapi.json?path=/auth/register')).headers.link, undefined, 'a single page links nowhere')
+})

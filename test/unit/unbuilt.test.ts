@@ -77,7 +77,7 @@ t.test('an unbuilt operation answers 501 before any access rule: no 402, no 401/
   const reached: string[] = []
   const { gateway, memory } = apps(t, catalogOf(partial), reached)
 
-  const song = await gateway.inject({ method: 'POST', url: '/api/v1/audio/songs/songmodel-3-pro', payload: { prompt: 'lofi beat' } })
+  const song = await gateway.inject({ method: 'POST', url: '/api/v1/audio/songs/songmodel-3-pro', payload: { prompt: 'lofi beat', candidateCount: 1 } })
   t.equal(song.statusCode, 501, 'unbuilt payg operation: 501, not 402')
   noChallenge(t, song.headers, 'payg')
   const problem = song.json() as Record<string, unknown>

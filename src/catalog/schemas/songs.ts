@@ -59,11 +59,11 @@ export const InstrumentalLead = Type.Object(
 export const SongRequest = Type.Object(
   {
     prompt: Type.String({ minLength: 1, maxLength: 4000, description: 'What to make: genre, mood, instruments, lyrics or theme' }),
+    // Required, as SPEC has it: no default is filled in, so an order always says how many songs it buys.
     candidateCount: Type.Integer({
       minimum: 1,
       maximum: 3,
-      default: 1,
-      description: 'Songs to generate and rank (1 to 3); each one is billed at the per-song price',
+      description: 'Songs to generate and rank (1 to 3; required: send 1 for a single song); each one is billed at the per-song price',
     }),
     seed: Type.Optional(Seed('Best-effort repeatability')),
     topP: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
