@@ -59,6 +59,17 @@ function program(r: SandboxRunResult): string {
  * waiting up to 2 s for SIGKILLed ones to finish dying. A sandbox init that outlives bwrap is
  * left as a zombie for the host's pid 1 to reap (see docs/sandbox.md); zombies run nothing.
  */
+/** Whether a sandboxed process is blocked in a sleep (its kernel wait channel is the nanosleep timer). */
+async function sandboxSleeper(): Promise<boolean> {
+  for (const pid of await readdir('/proc')) {
+    if (!/^\d+$/.test(pid)) continue
+    const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '')
+    if (Number(/^Uid:\s+(\d+)/m.exec(status)?.[1] ?? -1) < 1_600_000) continue
+    if (/nanosleep/.test(await readFile(`/proc/${pid}/wchan`, 'utf8').catch(() => ''))) return true
+  }
+  return false
+}
+
 async function sandboxProcesses(): Promise<string[]> {
   let live: string[] = []
   for (let i = 0; i < 20; i++) {
@@ -565,11 +576,21 @@ console.log(c.status)
 
 t.test('cancel via AbortSignal', async (t) => {
   const ac = new AbortController()
-  const started = Date.now()
-  setTimeout(() => ac.abort(), 500)
+  let abortedAt = 0
+  // Aborted once the script sleeps (it has printed by then), not after a fixed delay: on a loaded
+  // machine the interpreter may not have started within one.
+  const sleeping = (async () => {
+    for (const deadline = Date.now() + 15_000; Date.now() < deadline && !ac.signal.aborted; ) {
+      if (await sandboxSleeper()) break
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    abortedAt = Date.now()
+    ac.abort()
+  })()
   const r = await run({ runtime: 'python', source: 'import time\nprint("working", flush=True)\ntime.sleep(30)\n', signal: ac.signal })
+  await sleeping
   t.equal(r.outcome, 'cancelled')
-  t.ok(Date.now() - started < 5000, `cancelled after ${Date.now() - started} ms`)
+  t.ok(Date.now() - abortedAt < 5000, `cancelled ${Date.now() - abortedAt} ms after the abort`)
   t.equal(program(r), 'working\n')
   t.same(await sandboxProcesses(), [])
   const pre = await run({ runtime: 'node', source: 'console.log(1)', signal: AbortSignal.abort() })
