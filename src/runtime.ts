@@ -269,6 +269,7 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
         catalog = createCatalog(registry, {
           urls: { gateway: config.publicBaseUrl, scheduler: config.publicSchedulerUrl, memory: config.publicMemoryUrl },
           implemented: IMPLEMENTED_OPERATIONS,
+          mppCharges: payments.mppCharges,
         })
         deps = {
           catalog,

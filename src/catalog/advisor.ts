@@ -54,9 +54,13 @@ export interface Guide {
 }
 
 /** How a paid tool is paid over MCP (the x402 v2 MCP transport; MPP in its own _meta key). */
-const MCP_HOW_TO_PAY =
-  'A paid tool called without payment returns isError with the x402 PaymentRequired in structuredContent; retry the call with the x402 PaymentPayload in params._meta["x402/payment"] ' +
-  '(or an MPP credential in _meta["org.paymentauth/credential"]); the settlement comes back in _meta["x402/payment-response"]. Plan tools use the MCP request\'s Authorization: Bearer <accessToken>.'
+function mcpHowToPay(mppCharges: boolean): string {
+  return (
+    'A paid tool called without payment returns isError with the x402 PaymentRequired in structuredContent; retry the call with the x402 PaymentPayload in params._meta["x402/payment"] ' +
+    (mppCharges ? '(or an MPP credential in _meta["org.paymentauth/credential"])' : '(MPP charges are not offered here)') +
+    '; the settlement comes back in _meta["x402/payment-response"]. Plan tools use the MCP request\'s Authorization: Bearer <accessToken>.'
+  )
+}
 
 const MAX_RECOMMENDATIONS = 5
 const MAX_UNAVAILABLE = 3
@@ -72,7 +76,9 @@ function howToPay(entry: CatalogOperation, catalog: Catalog): string {
   const baseUrl = catalog.urls.gateway
   switch (entry.spec.proof) {
     case 'payment':
-      return 'Call it, answer the 402 with x402 (PAYMENT-SIGNATURE / X-PAYMENT) or MPP (Authorization: Payment), retry.'
+      return catalog.mppCharges
+        ? 'Call it, answer the 402 with x402 (PAYMENT-SIGNATURE / X-PAYMENT) or MPP (Authorization: Payment), retry.'
+        : 'Call it, answer the 402 with x402 (PAYMENT-SIGNATURE / X-PAYMENT), retry. MPP charges are not offered here.'
     case 'plan-bearer': {
       // Only plans that can be bought are ever suggested.
       const plans = entry.paymentInfo.plans.filter((id) => catalog.plan(id)?.purchasable === true)
@@ -148,6 +154,6 @@ export function buildGuide(catalog: Catalog, request: GuideRequest): Guide {
         `Or, from an MCP client: call the tool ${best.operationId} at ${mcpUrl} (Streamable HTTP); paid tools are paid in params._meta["x402/payment"].`,
       ]
     : []
-  const mcp: GuideMcp = { url: mcpUrl, transport: 'streamable-http', tool: best?.operationId ?? null, howToPay: MCP_HOW_TO_PAY }
+  const mcp: GuideMcp = { url: mcpUrl, transport: 'streamable-http', tool: best?.operationId ?? null, howToPay: mcpHowToPay(catalog.mppCharges) }
   return { goal: request.goal, recommendations, unavailable, steps, notes, mcp }
 }

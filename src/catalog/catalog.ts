@@ -19,6 +19,11 @@ export interface OpenapiPage {
   document: Record<string, unknown>
   /** Absolute URL of the next page, when there is one. */
   next: string | undefined
+  /** Absolute URL of the previous page, when there is one. */
+  prev: string | undefined
+  /** Absolute URLs of the first and last pages, when there is more than one page. */
+  first: string | undefined
+  last: string | undefined
   total: number
   page: number
   pages: number
@@ -61,12 +66,20 @@ export interface Catalog {
   select(query: Omit<OpenapiQuery, 'page'>, scope?: ServerName): CatalogOperation[]
   openapiPage(query: OpenapiQuery, scope?: ServerName): OpenapiPage
   serviceDocument(slug: string): Record<string, unknown>
+  /** Whether MPP charges are offered (see CatalogOptions.mppCharges); $0 MPP proofs always are. */
+  readonly mppCharges: boolean
 }
 
 export interface CatalogOptions {
   urls: ServerUrls
   /** operationIds with a real handler; the others answer 501 and are marked so. */
   implemented: ReadonlySet<string>
+  /**
+   * Whether MPP charges are offered, i.e. the payments have a Tempo RPC (`Payments.mppCharges`).
+   * Default false: discovery then lists MPP only for $0 wallet proofs, which need no chain, as
+   * the 402s do (a priced 402 carries no WWW-Authenticate: Payment without a Tempo RPC).
+   */
+  mppCharges?: boolean | undefined
 }
 
 // `/api/v1/tasks/{id}` → /^\/api\/v1\/tasks\/[^/]+$/ so `path=/api/v1/tasks/tsk_1` finds it too.
@@ -131,13 +144,14 @@ function planAvailability(registry: Registry, operations: readonly CatalogOperat
 }
 
 export function createCatalog(registry: Registry, options: CatalogOptions): Catalog {
+  const mppCharges = options.mppCharges === true
   const operations: CatalogOperation[] = registry.services.flatMap((service) =>
     service.operations.map((spec: OperationSpec) => ({
       spec,
       service,
       serverUrl: options.urls[spec.server],
       implemented: options.implemented.has(spec.operationId),
-      paymentInfo: paymentInfoOf(spec, service),
+      paymentInfo: paymentInfoOf(spec, service, mppCharges),
     })),
   )
   const matchers = new Map(operations.map((entry) => [entry, templateMatcher(entry.spec.path)]))
@@ -178,6 +192,7 @@ export function createCatalog(registry: Registry, options: CatalogOptions): Cata
   return {
     registry,
     urls: options.urls,
+    mppCharges,
     operations,
     plans,
     plan: (planId) => plansById.get(planId),
@@ -198,15 +213,18 @@ export function createCatalog(registry: Registry, options: CatalogOptions): Cata
         throw new AppError('validation_error', `query.page ${page} is past the last page (${pages})`, { field: 'query.page' })
       }
       const slice = paged[page - 1] ?? []
-      let next: string | undefined
-      if (page < pages) {
+      // The URL of page n of the same query (its search and filters kept).
+      const pageUrl = (n: number) => {
         const params = new URLSearchParams()
         if (query.q) params.set('q', query.q)
         if (query.path !== undefined) params.set('path', query.path)
         if (query.method) params.set('method', query.method.toUpperCase())
-        params.set('page', String(page + 1))
-        next = `${baseFor(scope)}/openapi.json?${params.toString()}`
+        params.set('page', String(n))
+        return `${baseFor(scope)}/openapi.json?${params.toString()}`
       }
+      const next = page < pages ? pageUrl(page + 1) : undefined
+      const prev = page > 1 ? pageUrl(page - 1) : undefined
+      const [first, last] = pages > 1 ? [pageUrl(1), pageUrl(pages)] : [undefined, undefined]
       const info: Record<string, unknown> = {
         'x-page': page,
         'x-pages': pages,
@@ -218,14 +236,16 @@ export function createCatalog(registry: Registry, options: CatalogOptions): Cata
       const document = openapiDocument(slice, {
         title: scope === 'scheduler' ? 'Agent Gateway scheduler' : scope === 'memory' ? 'Agent Gateway memory' : 'Agent Gateway',
         description:
-          'Pay-per-request API for agents: x402 (USDC on eip155:8453, scheme exact) and MPP (tempo/charge) on payg operations, ' +
+          (mppCharges
+            ? 'Pay-per-request API for agents: x402 (USDC on eip155:8453, scheme exact) and MPP (tempo/charge) on payg operations, '
+            : 'Pay-per-request API for agents: x402 (USDC on eip155:8453, scheme exact) on payg operations (MPP here for $0 wallet proofs only), ') +
           'bearer plans on plan operations. Every operation carries x-payment-info. Search with ?q=, filter with ?path= and ?method=, ' +
           `page with ?page= (${OPERATIONS_PER_PAGE} operations a page; follow info.x-next or the Link header).`,
         serverUrl: baseFor(scope),
         info,
         names: componentNames(),
       })
-      return { document, next, total: selected.length, page, pages }
+      return { document, next, prev, first, last, total: selected.length, page, pages }
     },
     serviceDocument(slug) {
       const service = registry.services.find((candidate) => candidate.slug === slug)

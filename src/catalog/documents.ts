@@ -61,7 +61,12 @@ function meterView(service: ServiceSpec): Record<string, unknown> | null {
   }
 }
 
-function howToBuy(service: ServiceSpec, baseUrl: string, built = true): string[] {
+/** How a priced 402 can be paid here, in prose: MPP charges only where offered (a Tempo RPC). */
+function payWith(mppCharges: boolean): string {
+  return mppCharges ? 'x402 or MPP' : 'x402'
+}
+
+function howToBuy(service: ServiceSpec, baseUrl: string, built: boolean, mppCharges: boolean): string[] {
   if (!built) {
     return [
       `Not available yet: no operation of ${service.slug} is built. Each answers 501 not_implemented before any payment or credential, and nothing is sold for it (its plans, if any, are marked purchasable: false).`,
@@ -71,8 +76,15 @@ function howToBuy(service: ServiceSpec, baseUrl: string, built = true): string[]
   if (service.access === 'plan') {
     return [
       `POST ${baseUrl}/auth/register (free, no body) to get {agentId, accessToken}.`,
-      `Buy a covering plan: POST ${baseUrl}/plans/{planId}/purchase answers a priced 402; pay it with x402 or MPP and retry with the proof and your token in Svc-Agent-Authorization: Bearer <accessToken>.`,
+      `Buy a covering plan: POST ${baseUrl}/plans/{planId}/purchase answers a priced 402; pay it with ${payWith(mppCharges)} and retry with the proof and your token in Svc-Agent-Authorization: Bearer <accessToken>.`,
       'Call the operation with Authorization: Bearer <accessToken>. Plan operations never answer 402: 401 bearer_required without a token, 403 plan_required without a covering plan.',
+    ]
+  }
+  if (!mppCharges) {
+    return [
+      'Call the operation; an unpaid call answers 402 with an x402 v2 PAYMENT-REQUIRED header and an x402 v1 JSON body. MPP charges are not offered by this gateway (it has no Tempo RPC to verify them): a priced 402 carries no WWW-Authenticate: Payment challenge.',
+      'Sign the challenge with your wallet (EIP-3009 transferWithAuthorization for USDC on eip155:8453) and retry with PAYMENT-SIGNATURE (x402 v2) or X-PAYMENT (x402 v1).',
+      'You are charged only when the work succeeds; the receipt comes back in PAYMENT-RESPONSE / X-PAYMENT-RESPONSE.',
     ]
   }
   return [
@@ -82,13 +94,25 @@ function howToBuy(service: ServiceSpec, baseUrl: string, built = true): string[]
   ]
 }
 
-export function protocolsView(payTo: string, offerReceiptSigners: readonly string[] = []): Record<string, unknown> {
+/**
+ * The payment protocols of the discovery documents. MPP is listed with what it is offered for:
+ * `charges` only with a Tempo RPC to verify them; `proofs` ($0 wallet proofs, verified locally)
+ * always.
+ */
+export function protocolsView(payTo: string, offerReceiptSigners: readonly string[] = [], mppCharges = false): Record<string, unknown> {
   // Verifiers of a signed offer or receipt check the recovered address against this list (every
   // key of the ring, so what an older key signed stays verifiable during a rotation).
   const offerReceipt = offerReceiptSigners.length > 0 ? { offerReceipt: { format: 'eip712', signers: [...offerReceiptSigners] } } : {}
   return {
     x402: { versions: [1, 2], scheme: 'exact', network: X402_NETWORK_CAIP2, networkV1: X402_NETWORK_V1, asset: USDC_BASE_ADDRESS, payTo, ...offerReceipt },
-    mpp: { method: MPP_METHOD, intent: MPP_INTENT, currency: MPP_CURRENCY },
+    mpp: {
+      method: MPP_METHOD,
+      intent: MPP_INTENT,
+      currency: MPP_CURRENCY,
+      charges: mppCharges,
+      proofs: true,
+      ...(mppCharges ? {} : { note: 'MPP charges are not offered here (no Tempo RPC to verify them); MPP is accepted for $0 wallet proofs only. Pay priced calls with x402.' }),
+    },
   }
 }
 
@@ -125,11 +149,12 @@ export function serviceView(context: DocumentContext, slug: string): Record<stri
     meter: meterView(service),
     priceMatrix: catalog.operationsOf(slug).map(operationView),
     plans: service.plans.map((plan) => planView(catalog.plan(plan.id) ?? { spec: plan, purchasable: false, builtOperations: [] }, catalog.urls.gateway)),
-    protocols: protocolsView(context.payTo, context.offerReceiptSigners),
+    protocols: protocolsView(context.payTo, context.offerReceiptSigners, catalog.mppCharges),
     howToBuy: howToBuy(
       service,
       catalog.urls.gateway,
       catalog.operationsOf(slug).some((entry) => entry.implemented),
+      catalog.mppCharges,
     ),
     openapi: `${catalog.urls.gateway}/services/${service.slug}/openapi.json`,
   }
@@ -143,7 +168,7 @@ export function manifestView(context: DocumentContext): Record<string, unknown> 
     baseUrl: catalog.urls.gateway,
     schedulerUrl: catalog.urls.scheduler,
     memoryUrl: catalog.urls.memory,
-    protocols: protocolsView(context.payTo, context.offerReceiptSigners),
+    protocols: protocolsView(context.payTo, context.offerReceiptSigners, catalog.mppCharges),
     services: catalog.registry.services.map((service) => ({
       slug: service.slug,
       title: service.title,
@@ -168,8 +193,9 @@ export function manifestView(context: DocumentContext): Record<string, unknown> 
 function priceLine(entry: CatalogOperation): string {
   const info = entry.paymentInfo
   if (info.pricing === 'free') return 'free'
-  if (info.pricing === 'amount-header') return 'you choose the amount (X-Pay-Amount-Micros), paid by x402/MPP'
-  if (info.pricing === 'plan-price') return 'the plan price, paid by x402/MPP'
+  const paidBy = info.protocols.includes('mpp') ? 'x402/MPP' : 'x402'
+  if (info.pricing === 'amount-header') return `you choose the amount (X-Pay-Amount-Micros), paid by ${paidBy}`
+  if (info.pricing === 'plan-price') return `the plan price, paid by ${paidBy}`
   if (!info.price) return 'priced per call'
   const included = info.includedUnits > 0 ? `; ${info.includedUnits} free per claimed account` : ''
   const mode = info.access === 'plan' ? ' debited from a plan' : ''
@@ -195,7 +221,9 @@ export function llmsTxt(context: DocumentContext): string {
     '# Agent Gateway',
     '',
     '> Pay-per-request API for AI agents: annotation reviews, song and speech generation, a script scheduler and an encrypted memory store.',
-    '> No account needed for payg operations: answer the 402 with x402 (USDC on eip155:8453, scheme exact) or MPP (tempo/charge).',
+    catalog.mppCharges
+      ? '> No account needed for payg operations: answer the 402 with x402 (USDC on eip155:8453, scheme exact) or MPP (tempo/charge).'
+      : '> No account needed for payg operations: answer the 402 with x402 (USDC on eip155:8453, scheme exact). MPP (tempo) is accepted here for $0 wallet proofs only.',
     '',
     '## Discovery',
     `- ${base}/openapi.json: full paid surface (OpenAPI 3.1). ?q= ranked search, ?path= and ?method= filters, ?page= (10 operations a page; follow info.x-next or the Link header)`,
@@ -207,7 +235,7 @@ export function llmsTxt(context: DocumentContext): string {
     '',
     '## MCP',
     `- ${base}/mcp: every operation is also an MCP tool named by its operationId, with its input and output JSON schemas and its price (Streamable HTTP, stateless: POST JSON-RPC; tools/list, tools/call).`,
-    '- Paid tools (x402 v2 MCP transport): a call without payment returns isError with the x402 PaymentRequired in structuredContent; retry the same call with the x402 PaymentPayload in params._meta["x402/payment"] (MPP: _meta["org.paymentauth/credential"]); the settlement comes back in the result\'s _meta["x402/payment-response"].',
+    `- Paid tools (x402 v2 MCP transport): a call without payment returns isError with the x402 PaymentRequired in structuredContent; retry the same call with the x402 PaymentPayload in params._meta["x402/payment"]${catalog.mppCharges ? ' (MPP: _meta["org.paymentauth/credential"])' : ''}; the settlement comes back in the result's _meta["x402/payment-response"].`,
     "- Plan tools use the MCP HTTP request's Authorization: Bearer <accessToken>; owner tools a SIGN-IN-WITH-X proof.",
     '',
     '## Services',
@@ -216,8 +244,8 @@ export function llmsTxt(context: DocumentContext): string {
     lines.push('', `### ${service.title} (\`${service.slug}\`, ${service.access})`, service.description)
     for (const entry of catalog.operationsOf(service.slug)) lines.push(operationLine(entry))
   }
-  lines.push('', '## Paying', ...howToBuy({ access: 'payg' } as ServiceSpec, base).map((step) => `- ${step}`))
-  lines.push('', '## Plans', ...howToBuy({ access: 'plan' } as ServiceSpec, base).map((step) => `- ${step}`), '', ...catalog.plans.map(planLine), '')
+  lines.push('', '## Paying', ...howToBuy({ access: 'payg' } as ServiceSpec, base, true, catalog.mppCharges).map((step) => `- ${step}`))
+  lines.push('', '## Plans', ...howToBuy({ access: 'plan' } as ServiceSpec, base, true, catalog.mppCharges).map((step) => `- ${step}`), '', ...catalog.plans.map(planLine), '')
   return lines.join('\n')
 }
 
@@ -261,8 +289,15 @@ export function authMd(context: DocumentContext): string {
     '',
     '## Pay per request (payg operations)',
     '',
-    'No registration. Call the operation; the 402 answer carries an x402 v2 `PAYMENT-REQUIRED` header, an x402 v1 JSON body and an MPP `WWW-Authenticate: Payment` challenge.',
-    'Retry with `PAYMENT-SIGNATURE` (x402 v2), `X-PAYMENT` (x402 v1) or `Authorization: Payment` (MPP); send only one.',
+    ...(catalog.mppCharges
+      ? [
+          'No registration. Call the operation; the 402 answer carries an x402 v2 `PAYMENT-REQUIRED` header, an x402 v1 JSON body and an MPP `WWW-Authenticate: Payment` challenge.',
+          'Retry with `PAYMENT-SIGNATURE` (x402 v2), `X-PAYMENT` (x402 v1) or `Authorization: Payment` (MPP); send only one.',
+        ]
+      : [
+          'No registration. Call the operation; the 402 answer carries an x402 v2 `PAYMENT-REQUIRED` header and an x402 v1 JSON body. MPP charges are not offered here (no Tempo RPC to verify them), so a priced 402 has no `WWW-Authenticate: Payment` challenge.',
+          'Retry with `PAYMENT-SIGNATURE` (x402 v2) or `X-PAYMENT` (x402 v1); send only one.',
+        ]),
     'To be recognised across calls (free included units of a claimed account), add `Svc-Agent-Authorization: Bearer <accessToken>`.',
     '',
     '## Plan access (plan operations)',
@@ -274,7 +309,7 @@ export function authMd(context: DocumentContext): string {
     '# → {"agentId":"agt_…","accessToken":"agw_…","tokenType":"Bearer"}',
     '```',
     '',
-    '2. Buy a purchasable plan that covers the operation. The purchase answers a priced 402; pay it with x402 (send your token in `Authorization: Bearer` or `Svc-Agent-Authorization: Bearer`) or MPP (token in `Svc-Agent-Authorization: Bearer`, since the MPP proof occupies `Authorization`). A plan whose covered operations are all still unbuilt is not sold: its purchase answers 409 `plan_unavailable` before any 402.',
+    `2. Buy a purchasable plan that covers the operation. The purchase answers a priced 402; pay it with x402 (send your token in \`Authorization: Bearer\` or \`Svc-Agent-Authorization: Bearer\`)${catalog.mppCharges ? ' or MPP (token in `Svc-Agent-Authorization: Bearer`, since the MPP proof occupies `Authorization`)' : ''}. A plan whose covered operations are all still unbuilt is not sold: its purchase answers 409 \`plan_unavailable\` before any 402.`,
     '',
     '```sh',
     `curl -s -X POST ${base}/plans/<planId>/purchase -H "Svc-Agent-Authorization: Bearer $TOKEN"   # 402 + challenge`,
@@ -308,7 +343,9 @@ export function scopedLlmsTxt(catalog: Catalog, scope: 'scheduler' | 'memory'): 
     ...catalog.operationsOn(scope).map(operationLine),
     '',
     '## Proofs',
-    '- payment: answer the 402 with x402 (PAYMENT-SIGNATURE / X-PAYMENT) or MPP (Authorization: Payment).',
+    catalog.mppCharges
+      ? '- payment: answer the 402 with x402 (PAYMENT-SIGNATURE / X-PAYMENT) or MPP (Authorization: Payment).'
+      : '- payment: answer the 402 with x402 (PAYMENT-SIGNATURE / X-PAYMENT); MPP charges are not offered here.',
     '- wallet: a CAIP-122 Sign-In-With-X message in the SIGN-IN-WITH-X header (challenge in the 401 body at extensions["sign-in-with-x"]) or a $0 MPP proof.',
     '- api-key: the account API key as Authorization: Bearer.',
     '- webhook-secret: the task webhook secret as Authorization: Bearer whsec_….',

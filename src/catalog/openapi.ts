@@ -5,7 +5,7 @@ import { X402_NETWORK_CAIP2, USDC_BASE_ADDRESS, MPP_METHOD, MPP_INTENT, MPP_CURR
 import { formatUsd } from '../platform/money.ts'
 import { componentNames, shareComponents, type ComponentNames, type JsonObject } from './components.ts'
 import { ProblemSchema } from './schemas/common.ts'
-import { ACCEPTED_PROTOCOLS, type OperationSpec, type ServerName, type ServiceSpec } from './types.ts'
+import { ACCEPTED_PROTOCOLS, type OperationSpec, type PaymentProtocol, type ServerName, type ServiceSpec } from './types.ts'
 
 export type ServerUrls = Record<ServerName, string>
 
@@ -33,10 +33,20 @@ export interface PaymentInfo {
   mpp?: { method: string; intent: string; currency: string }
 }
 
-export function paymentInfoOf(operation: OperationSpec, service: ServiceSpec): PaymentInfo {
+/**
+ * The protocols that can prove an operation's access: x402 always; MPP for $0 wallet proofs
+ * always (verified locally) and for priced calls only when MPP charges are offered (`mppCharges`:
+ * the gateway has a Tempo RPC to verify and broadcast them).
+ */
+export function protocolsOf(operation: OperationSpec, mppCharges: boolean): PaymentProtocol[] {
+  const paid = operation.pricing.kind !== 'free'
+  if (operation.access !== 'payg' || !(paid || operation.proof === 'wallet')) return []
+  return ACCEPTED_PROTOCOLS.filter((protocol) => protocol !== 'mpp' || mppCharges || (!paid && operation.proof === 'wallet'))
+}
+
+export function paymentInfoOf(operation: OperationSpec, service: ServiceSpec, mppCharges = false): PaymentInfo {
   const meter = service.meter
   const pricing = operation.pricing
-  const paid = pricing.kind !== 'free'
   let price: PaymentInfo['price'] = null
   if ((pricing.kind === 'per-unit' || pricing.kind === 'plan-credit') && meter) {
     price = { amountMicros: meter.unitPriceMicros.toString(), amountUsd: formatUsd(meter.unitPriceMicros), currency: 'USD', per: meter.unit }
@@ -51,14 +61,14 @@ export function paymentInfoOf(operation: OperationSpec, service: ServiceSpec): P
     meter: meter?.name ?? null,
     unit: meter?.unit ?? null,
     includedUnits: pricing.kind === 'per-unit' ? (meter?.includedUnits ?? 0) : 0,
-    protocols: operation.access === 'payg' && (paid || operation.proof === 'wallet') ? [...ACCEPTED_PROTOCOLS] : [],
+    protocols: protocolsOf(operation, mppCharges),
     plans: service.plans.map((plan) => plan.id),
   }
-  if (info.protocols.length > 0) {
+  if (info.protocols.includes('x402')) {
     info.network = X402_NETWORK_CAIP2
     info.asset = USDC_BASE_ADDRESS
-    info.mpp = { method: MPP_METHOD, intent: MPP_INTENT, currency: MPP_CURRENCY }
   }
+  if (info.protocols.includes('mpp')) info.mpp = { method: MPP_METHOD, intent: MPP_INTENT, currency: MPP_CURRENCY }
   return info
 }
 
@@ -103,10 +113,11 @@ function parametersOf(schema: TSchema | undefined, location: 'path' | 'query' | 
   })
 }
 
-function securityOf(operation: OperationSpec): Record<string, string[]>[] {
+function securityOf(operation: OperationSpec, mppCharges: boolean): Record<string, string[]>[] {
   switch (operation.proof) {
     case 'payment':
-      return [{ x402: [] }, { mpp: [] }]
+      // MPP charges only where offered (a Tempo RPC is configured); x402 always.
+      return mppCharges ? [{ x402: [] }, { mpp: [] }] : [{ x402: [] }]
     case 'wallet':
       // Owner endpoints take proofs bound to the request (SIWX: method and URL; MPP: route); a $0
       // x402 authorization binds neither, so only the gateway's free wallet operations take it.
@@ -149,7 +160,7 @@ export function operationObject(entry: CatalogOperation): Record<string, unknown
     tags: spec.tags,
     parameters: [...parametersOf(spec.schemas.params, 'path'), ...parametersOf(spec.schemas.querystring, 'query'), ...parametersOf(spec.schemas.headers, 'header')],
     responses,
-    security: securityOf(spec),
+    security: securityOf(spec, entry.paymentInfo.protocols.includes('mpp')),
     'x-service': spec.service,
     'x-payment-info': entry.paymentInfo,
     'x-implemented': entry.implemented,

@@ -88,9 +88,11 @@ export function createPaymentGuard(deps: PaymentGuardDeps): PaymentGuard {
 
   function paymentRequired(quote: PriceQuote, reason?: string, detail?: string): AppError {
     const x402 = methods.x402.challenge(quote)
+    // A method that cannot pay this quote here (MPP charges without a Tempo RPC) sends no challenge.
     const mpp = methods.mpp.challenge(quote)
+    const offered = Object.keys(mpp.headers).length > 0 ? 'x402 or MPP' : 'x402'
     const price = `${formatUsd(quote.amountMicros)} USD`
-    return new AppError(reason ? 'payment_invalid' : 'payment_required', detail ?? `${quote.route} costs ${price}. Pay with x402 or MPP and retry.`, {
+    return new AppError(reason ? 'payment_invalid' : 'payment_required', detail ?? `${quote.route} costs ${price}. Pay with ${offered} and retry.`, {
       status: 402,
       headers: { ...x402.headers, ...mpp.headers, 'cache-control': 'no-store' },
       extensions: { ...x402.body, ...(reason ? { reason, error: reason } : {}), priceMicros: quote.amountMicros.toString() },

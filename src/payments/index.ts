@@ -9,7 +9,7 @@ import type { Clock } from '../platform/clock.ts'
 import type { Registry } from '../catalog/types.ts'
 import { createRpcChain, type ChainPort, type DevChain } from './chain/index.ts'
 import { startDevChain } from './chain/dev.ts'
-import { createMpp, mppChainTruth, mppReconciler, tempoClientFromUrl, type TempoClientFactory } from './mpp/index.ts'
+import { createMpp, mppChainTruth, mppReconciler, tempoClientFromUrl } from './mpp/index.ts'
 import { x402ChainTruth, x402Method, x402Reconciler } from './x402/method.ts'
 import { createSettlementConfirmations, type SettlementConfirmations } from './confirmations.ts'
 import { BASE_CHAIN_ID, defaultConfirmations } from './networks.ts'
@@ -69,6 +69,11 @@ export interface Payments {
   identifiers: PaymentIdentifiers
   /** The page a person's browser gets instead of a 402's JSON (mounted by createServiceApp). */
   paywall: Paywall
+  /**
+   * Whether MPP charges are offered (a Tempo RPC is configured). $0 MPP proofs always are. The
+   * catalog's `mppCharges` option takes this, so discovery lists MPP only where it is offered.
+   */
+  mppCharges: boolean
   /** Decides open settlements (of the effects registered in this process) from the chain, then runs the confirmation sweep; returns how many open settlements it decided. */
   reconcile(options?: ReconcileOptions): Promise<number>
   close(): Promise<void>
@@ -78,10 +83,6 @@ export interface Payments {
 async function mppSecret(db: Db, configured: string | undefined): Promise<string> {
   if (configured) return configured
   return generatedOnce(db, 'mpp_secret_key', () => randomBytes(32).toString('base64url'))
-}
-
-const noTempoRpc: TempoClientFactory = () => {
-  throw new Error('TEMPO_RPC_URL is not configured: MPP tempo/charge payments cannot be verified')
 }
 
 export async function openPayments(options: PaymentsOptions): Promise<Payments> {
@@ -112,7 +113,9 @@ export async function openPayments(options: PaymentsOptions): Promise<Payments> 
       secretKey,
       realm: new URL(options.gatewayUrl).host,
       recipient: options.payTo,
-      getClient: options.tempoRpcUrl ? tempoClientFromUrl(options.tempoRpcUrl) : noTempoRpc,
+      // Without a Tempo RPC, MPP is offered for $0 proofs only (verified locally): priced 402s carry
+      // no WWW-Authenticate: Payment and an MPP charge credential is refused as not offered.
+      ...(options.tempoRpcUrl ? { getClient: tempoClientFromUrl(options.tempoRpcUrl) } : {}),
       store: options.kv,
       now,
     })
@@ -153,7 +156,7 @@ export async function openPayments(options: PaymentsOptions): Promise<Payments> 
     confirmations = sweeper
     const reconcile = async (reconcileOptions?: ReconcileOptions) => {
       // Expired payment identifiers go on the same loop (claims also take over expired rows).
-      await identifiers.sweep().catch((error: unknown) => logger.warn({ err: error }, 'payment identifier sweep failed'))
+      await identifiers.sweep({ orphanedBefore: reconcileOptions?.orphanedBefore }).catch((error: unknown) => logger.warn({ err: error }, 'payment identifier sweep failed'))
       const decided = await guard.reconcile(reconcilers, reconcileOptions)
       // Then the chain-truth sweep: what was recorded as settled is confirmed, re-landed or reversed.
       await sweeper.sweep()
@@ -181,6 +184,7 @@ export async function openPayments(options: PaymentsOptions): Promise<Payments> 
       offerReceipt,
       identifiers,
       paywall: createPaywall({ registry: options.registry, gatewayUrl: options.gatewayUrl, payTo: options.payTo }),
+      mppCharges: mpp.charges,
       reconcile,
       async close() {
         for (const timer of timers) clearInterval(timer)

@@ -205,7 +205,11 @@ export const configVariables: readonly Variable[] = [
     default: '(per network: Base 10, Base Sepolia 5, other chains 12; dev chain 1, once saved to disk)',
     doc: 'Blocks a settlement needs (its own included) before refunds and withdrawals may draw on it; work starts on the first receipt either way.',
   },
-  { name: 'TEMPO_RPC_URL', default: '(unset: MPP charges refused)', doc: 'Tempo JSON-RPC used to verify and broadcast MPP tempo/charge payments ($0 proofs need none).' },
+  {
+    name: 'TEMPO_RPC_URL',
+    default: '(unset: MPP charges not offered)',
+    doc: 'Tempo JSON-RPC used to verify and broadcast MPP tempo/charge payments; unset, priced 402s carry no MPP challenge ($0 MPP proofs are verified locally and need none).',
+  },
   { name: 'MPP_SECRET_KEY', default: '(generated, kept in the database)', doc: 'HMAC key (≥ 32 bytes) that signs MPP challenges; share it across replicas.' },
   {
     name: 'OFFER_RECEIPT_SIGNING_KEY',

@@ -161,6 +161,15 @@ t.test('MPP with the mppx client buys a plan through the Tempo RPC port, and a r
   })
   t.equal(replay.status, 402)
   t.equal(rpc.broadcasts.length - broadcastsBefore, 1, 'the replay broadcast nothing')
+  const unpaid = await fetch(`${cli.gateway}/plans/${PLAN}/purchase`, { method: 'POST', headers: { 'svc-agent-authorization': `Bearer ${token}` } })
+  t.match(unpaid.headers.get('www-authenticate'), /^Payment .*method="tempo"/, 'with TEMPO_RPC_URL a priced 402 advertises MPP')
+  // ... and so does discovery (runtime.ts passes payments.mppCharges to createCatalog).
+  const manifest = await json<{ protocols: { mpp: unknown }; services: { operations: { operationId: string; 'x-payment-info': { protocols: string[] } }[] }[] }>(
+    await fetch(`${cli.gateway}/manifest.json`),
+  )
+  t.match(manifest.protocols.mpp, { charges: true, proofs: true })
+  const purchase = manifest.services.flatMap((service) => service.operations).find((operation) => operation.operationId === 'purchasePlan')
+  t.same(purchase?.['x-payment-info'].protocols, ['x402', 'mpp'], 'purchasePlan lists MPP')
 })
 
 t.test('advisor quote takes a single-use $0 wallet proof (x402 and MPP)', async (t) => {
@@ -186,8 +195,10 @@ t.test('advisor quote takes a single-use $0 wallet proof (x402 and MPP)', async 
     polyfill: false,
     fetch,
   })
+  const requestsBefore = rpc.requests.length
   const mppQuote = await mppAgent.fetch(url, init)
   t.equal(mppQuote.status, 200, 'MPP $0 proof accepted')
+  t.equal(rpc.requests.length - requestsBefore, 0, 'the $0 proof is verified locally: no Tempo RPC call')
 })
 
 /** The operations this build answers 501 for, and the plans it does not sell, from /manifest.json. */

@@ -215,16 +215,19 @@ t.test('prices, meters and plans', async (t) => {
 
   const catalog = createCatalog(registry, { urls, implemented: new Set() })
   const song = catalog.operations.find((entry) => entry.spec.operationId === 'generateSongs')
-  t.match(song?.paymentInfo, { access: 'payg', price: { amountMicros: '80000', amountUsd: '0.080000', per: 'song' }, includedUnits: 1, protocols: ['x402', 'mpp'] })
+  t.match(song?.paymentInfo, { access: 'payg', price: { amountMicros: '80000', amountUsd: '0.080000', per: 'song' }, includedUnits: 1 })
+  t.same(song?.paymentInfo.protocols, ['x402'], 'MPP charges are listed only when the catalog is told they are offered (mppCharges)')
   const review = catalog.operations.find((entry) => entry.spec.operationId === 'createReviewSession')
   t.match(review?.paymentInfo, { access: 'plan', price: { amountMicros: '20000', per: 'request' }, plans: ['reviews-credit-5', 'reviews-monthly'], protocols: [] })
 })
 
 t.test('song request body', async (t) => {
   const validate = schemaOf('generateSongs', 'body')
-  const minimal = check(validate, { prompt: 'lofi beat with warm rhodes' })
-  t.ok(minimal.ok, 'prompt alone is enough')
-  t.equal((minimal.data as { candidateCount: number }).candidateCount, 1, 'candidateCount defaults to 1')
+  // SPEC: prompt and candidateCount are both required (clients send candidateCount 1 for one song).
+  const minimal = check(validate, { prompt: 'lofi beat with warm rhodes', candidateCount: 1 })
+  t.ok(minimal.ok, 'prompt and candidateCount are enough')
+  t.equal((minimal.data as { candidateCount: number }).candidateCount, 1)
+  t.same((findOperation('generateSongs')!.schemas.body as { required?: string[] }).required, ['prompt', 'candidateCount'], 'both required in the schema')
 
   const full = {
     prompt: 'upbeat synthwave, female vocals',
@@ -249,12 +252,13 @@ t.test('song request body', async (t) => {
   const ok = check(validate, full)
   t.ok(ok.ok, 'full body valid', { errors: ok.errors })
   t.same((ok.data as typeof full).mastering, { targetLufs: -12, truePeakDb: -1, fadeOutSec: 1 }, 'mastering defaults applied')
-  t.same((check(validate, { prompt: 'x', mastering: {} }).data as typeof full).mastering, { targetLufs: -14, truePeakDb: -1, fadeOutSec: 1 })
+  t.same((check(validate, { prompt: 'x', candidateCount: 1, mastering: {} }).data as typeof full).mastering, { targetLufs: -14, truePeakDb: -1, fadeOutSec: 1 })
 
   const bad: [string, unknown][] = [
     ['prompt of 4001 characters', { prompt: 'x'.repeat(4001) }],
     ['empty prompt', { prompt: '' }],
     ['missing prompt', { candidateCount: 1 }],
+    ['missing candidateCount', { prompt: 'x' }],
     ['candidateCount 4', { prompt: 'x', candidateCount: 4 }],
     ['candidateCount 0', { prompt: 'x', candidateCount: 0 }],
     ['candidateCount 1.5', { prompt: 'x', candidateCount: 1.5 }],
@@ -287,8 +291,10 @@ t.test('song request body', async (t) => {
     ['bad register', { prompt: 'x', instrumentalLeadMapping: [{ role: 'lead', instrument: 'sax', register: 'ultra' }] }],
     ['bad continuity', { prompt: 'x', instrumentalLeadContinuity: 'always' }],
   ]
-  for (const [name, body] of bad) t.notOk(check(validate, body).ok, `rejects ${name}`)
-  const tooLong = check(validate, { prompt: 'x'.repeat(4001) })
+  // Each bad body is otherwise complete, so it is refused for what its name says.
+  const complete = (name: string, body: unknown) => (name === 'missing candidateCount' ? body : { candidateCount: 1, ...(body as object) })
+  for (const [name, body] of bad) t.notOk(check(validate, complete(name, body)).ok, `rejects ${name}`)
+  const tooLong = check(validate, { prompt: 'x'.repeat(4001), candidateCount: 1 })
   t.match(tooLong.errors[0], { instancePath: '/prompt', keyword: 'maxLength' }, 'error names the field')
 })
 
@@ -551,10 +557,13 @@ t.test('fastify mounts every operation with these schemas', async (t) => {
   const bad = await gateway.inject({ method: 'POST', url: '/api/v1/audio/songs/songmodel-3-pro', payload: { prompt: 'x', candidateCount: 4 } })
   t.equal(bad.statusCode, 400)
   t.equal(bad.json().field, 'body.candidateCount')
-  const unknown = await gateway.inject({ method: 'POST', url: '/api/v1/audio/songs/songmodel-3-pro', payload: { prompt: 'x', tempo: 1 } })
+  const unknown = await gateway.inject({ method: 'POST', url: '/api/v1/audio/songs/songmodel-3-pro', payload: { prompt: 'x', candidateCount: 1, tempo: 1 } })
   t.equal(unknown.statusCode, 400, 'unknown field rejected by fastify')
   t.equal(unknown.json().field, 'body.tempo')
-  const good = await gateway.inject({ method: 'POST', url: '/api/v1/audio/songs/songmodel-3-pro', payload: { prompt: 'x' } })
+  const missing = await gateway.inject({ method: 'POST', url: '/api/v1/audio/songs/songmodel-3-pro', payload: { prompt: 'x' } })
+  t.equal(missing.statusCode, 400, 'a song order without candidateCount is refused (SPEC: required)')
+  t.equal(missing.json().field, 'body.candidateCount')
+  const good = await gateway.inject({ method: 'POST', url: '/api/v1/audio/songs/songmodel-3-pro', payload: { prompt: 'x', candidateCount: 1 } })
   t.equal(good.statusCode, 501, 'valid body reaches the (not yet built) handler')
 
   const guide = await gateway.inject({ method: 'GET', url: `/advisor/agent/guide?goal=${encodeURIComponent('generate a song')}` })

@@ -99,7 +99,7 @@ export const plans: ServiceSpec = {
         'Buys the plan named in the path for the registered agent and activates it at once. ' +
         'Plans, prices and coverage: /manifest.json (plans) and /services/{slug}. Only plans marked purchasable: true are sold; a plan whose covered operations are all not built yet ' +
         'answers 409 plan_unavailable before any 402 (nothing is charged), with the plans that can be bought. ' +
-        'Price: the plan price, paid by x402 or MPP: the first call answers a priced 402; settle it and retry. ' +
+        'Price: the plan price, paid by x402 (or MPP where offered): the first call answers a priced 402; settle it and retry. ' +
         'Identify the buyer with Svc-Agent-Authorization: Bearer <accessToken> from POST /auth/register (Authorization: Bearer also works with x402). ' +
         PAYG_HOW,
       tags: ['plans'],

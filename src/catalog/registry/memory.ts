@@ -63,7 +63,7 @@ export const memory: ServiceSpec = {
         'Optional Idempotency-Key: a retry with the same key is charged once. ' +
         'Three ways to pay, the first that applies: (1) marketplace rail: Authorization: Bearer <accessToken> of an agent holding a plan covering memory (memory-credit-5) consumes one memory-ops unit, no 402; ' +
         '(2) direct rail: a SIGN-IN-WITH-X proof of a wallet with a deposit (POST /api/v1/deposits) debits the embedding rate, ceil(tokens × 100000 / 1e6) micro-USDC, from it (402 insufficient_deposit when the balance is short); ' +
-        '(3) otherwise 0.001000 USD per write (one memory-ops unit) paid with x402 or MPP. ' +
+        '(3) otherwise 0.001000 USD per write (one memory-ops unit) paid with x402 (or MPP where offered). ' +
         PAYG_HOW,
       proof: 'payment',
       pricing: { kind: 'per-unit' },
@@ -77,7 +77,7 @@ export const memory: ServiceSpec = {
       summary: 'Deposit USDC for direct-rail memory writes',
       description:
         'Deposits the amount named in X-Pay-Amount-Micros (integer micros) to the calling wallet; later writes debit the embedding rate from it and DELETE /api/v1/deposits refunds the remainder on-chain. No body. ' +
-        'Price: you choose the amount, paid with x402 or MPP. ' +
+        'Price: you choose the amount, paid with x402 (or MPP where offered). ' +
         PAYG_HOW,
       proof: 'payment',
       pricing: { kind: 'amount-header', header: 'x-pay-amount-micros' },

@@ -60,7 +60,7 @@ export const taskOperations: OperationSpec[] = [
       'Bounds: source at most 262144 characters, max_runtime_sec 1 to 3600, max_sibling_calls 0 to 100, tool_list at most 50 entries, at most 20 dependencies, env at most 50 keys with values up to 4096 characters. ' +
       'max_sibling_spend_micros is required when tool_list is unset and max_sibling_calls > 0. Everything except notify_email, end_at, tool_list (additions), max_sibling_spend_micros and max_runtime_sec (raises) is immutable afterwards. ' +
       'Helpers inside the script: generate_text (needs llm), call (siblings / paid capabilities), store_artifact (needs artifacts.enabled), request_continuation. ' +
-      'Price: you choose the amount. Direct rail: pay max_amount_usdc_micros as refundable escrow, named in X-Pay-Amount-Micros (must equal it) and paid with an x402 or MPP charge answering the 402. ' +
+      'Price: you choose the amount. Direct rail: pay max_amount_usdc_micros as refundable escrow, named in X-Pay-Amount-Micros (must equal it) and paid with an x402 charge (or MPP where offered) answering the 402. ' +
       'Headers: Idempotency-Key (required). ' +
       PAYG_HOW +
       ' ' +
@@ -102,7 +102,7 @@ export const taskOperations: OperationSpec[] = [
     description:
       'Adds top_up_amount_micros to the task escrow (direct rail) or cap (marketplace rail); a task in paused_insufficient_funds becomes active again when the top-up covers the shortfall. ' +
       'Direct rail: X-Pay-Amount-Micros must equal top_up_amount_micros; Idempotency-Key is required; the payment must come through the protocol and wallet that created the task (else 409 CHANNEL_MISMATCH). ' +
-      'Price: the top-up amount, paid with x402 or MPP. ' +
+      'Price: the top-up amount, paid with x402 (or MPP where offered). ' +
       PAYG_HOW +
       ' Marketplace rail: send the plan token of the task owner (Authorization: Bearer <accessToken>) instead of a payment; the lifetime cap is raised by top_up_amount_micros and nothing is charged (409 CHANNEL_MISMATCH for a payment; 403 plan_required without a covering plan).',
     proof: 'payment',

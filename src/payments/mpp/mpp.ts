@@ -4,21 +4,28 @@
 //                      HMAC-bound id, expiry, the route in `opaque`).
 //   verify(header)   → checks the credential against ITS challenge and the quote, then runs
 //                      mppx `validateCredential` (signature / tx / simulation). Consumes nothing.
+//                      A $0 proof signed by a plain secp256k1 key is checked here, locally
+//                      (EIP-712 `Proof` digest + ecrecover), with no RPC call.
 //   settle()         → mppx `broadcastCredential`, at most once per VerifiedPayment.
+//
+// What is offered (offers()): $0 proofs always (they need no chain); charges only with a Tempo
+// RPC (`getClient`) to simulate, broadcast and look them up. Without one a priced quote gets no
+// MPP challenge, and an MPP credential for it is refused as `unsupported_scheme`.
 //
 // Replay protection belongs to the guard (it reserves `replayKey` in its DB before the upstream
 // call). mppx also claims tx hashes / proof ids in the Store built here on the injected
 // key/value port, and verify() refuses credentials already claimed there.
 import { Challenge, Credential, Errors, PaymentRequest, Receipt } from 'mppx'
 import { Mppx, Store, tempo } from 'mppx/server'
-import { Methods } from 'mppx/tempo'
-import { BaseError, HttpRequestError, TimeoutError, formatUnits, getAddress, keccak256, type Client, type Hex } from 'viem'
+import { Methods, Proof } from 'mppx/tempo'
+import { BaseError, HttpRequestError, TimeoutError, formatUnits, getAddress, hexToBytes, isHex, keccak256, type Client, type Hex } from 'viem'
 import { Transaction } from 'viem/tempo'
 import type { KeyValue } from '../../platform/kv/index.ts'
 import { PaymentRejected, type Address, type ChallengeParts, type PriceQuote, type RejectReason, type SettlementOutcome, type VerifiedPayment } from '../types.ts'
 import { TEMPO_CHAIN_ID, type TempoClientFactory } from './tempo-rpc.ts'
 import type { ChainTruthReader } from '../confirmations.ts'
 import type { PendingReconciler } from '../guard.ts'
+import { recoverSigner } from '../x402/recover.ts'
 
 /** Tempo mainnet USDC (TIP-20, 6 decimals). */
 export const TEMPO_USDC: Address = '0x20C000000000000000000000b9537d11c60E8b50'
@@ -45,8 +52,11 @@ export interface MppOptions {
   chainId?: number
   /** Challenge lifetime; default 5 minutes. */
   challengeTtlMs?: number
-  /** The Tempo RPC port (see tempo-rpc.ts). */
-  getClient: TempoClientFactory
+  /**
+   * The Tempo RPC port (see tempo-rpc.ts). Without it only $0 proofs are offered and accepted
+   * (verified locally); charges are neither advertised nor accepted.
+   */
+  getClient?: TempoClientFactory | undefined
   /** Backs mppx's replay Store (claimed tx hashes and proof ids). */
   store: MppKeyValue
   /** Clock for issuing and checking challenge expiry (ms since epoch). */
@@ -58,7 +68,14 @@ export interface Mpp {
   readonly chainId: number
   readonly currency: Address
   readonly recipient: Address
-  /** The `WWW-Authenticate: Payment …` header for this quote (body stays empty: MPP uses none). */
+  /** Whether charges are offered (a Tempo RPC is configured); $0 proofs always are. */
+  readonly charges: boolean
+  /** Whether MPP can pay this quote here: $0 always, a priced quote only when `charges`. */
+  offers(quote: PriceQuote): boolean
+  /**
+   * The `WWW-Authenticate: Payment …` header for this quote (body stays empty: MPP uses none);
+   * no header at all when MPP cannot pay it here (see offers()).
+   */
   challenge(quote: PriceQuote): ChallengeParts
   /**
    * Checks an `Authorization: Payment …` value against the challenge it answers and the quote.
@@ -91,7 +108,10 @@ export function createMpp(options: MppOptions): Mpp {
   // Broadcasts a pending settle() is waiting on, by lower-case tx hash: lets settle() tell "the
   // node refused it" (failed) from "sent, answer lost" (pending) without guessing from errors.
   const watched = new Map<string, { sent: boolean; refused: boolean }>()
-  const getClient = trackBroadcasts(options.getClient, watched)
+  const charges = options.getClient !== undefined
+  // mppx resolves a client for every credential it looks at; without an RPC it only ever sees
+  // proofs that did not verify locally, and those are refused before it is asked.
+  const getClient = trackBroadcasts(options.getClient ?? noTempoRpc, watched)
 
   const store = kvStore(options.store)
   const mppx = Mppx.create({
@@ -119,8 +139,13 @@ export function createMpp(options: MppOptions): Mpp {
     }
   }
 
+  function offers(quote: PriceQuote): boolean {
+    return quote.amountMicros === 0n || charges
+  }
+
   function challenge(quote: PriceQuote): ChallengeParts {
     if (quote.amountMicros < 0n) throw new RangeError('amountMicros must not be negative')
+    if (!offers(quote)) return { headers: {}, body: {} }
     const issued = Challenge.fromMethod(Methods.charge, {
       realm,
       secretKey,
@@ -139,6 +164,13 @@ export function createMpp(options: MppOptions): Mpp {
   }
 
   async function verify(authorization: string, quote: PriceQuote): Promise<VerifiedPayment> {
+    if (!offers(quote)) {
+      throw new PaymentRejected(
+        'unsupported_scheme',
+        'MPP charges are not offered here: this gateway has no Tempo RPC (TEMPO_RPC_URL) to verify and broadcast them, so its 402 carries no ' +
+          'WWW-Authenticate: Payment challenge. Pay with x402 (PAYMENT-SIGNATURE or X-PAYMENT); MPP is accepted here for $0 wallet proofs only.',
+      )
+    }
     let credential: Credential.Credential
     try {
       credential = Credential.deserialize(authorization.trim())
@@ -185,19 +217,32 @@ export function createMpp(options: MppOptions): Mpp {
       throw new PaymentRejected('nonce_already_used', 'This payment credential has already been used')
     }
 
-    let validation: Awaited<ReturnType<typeof mppx.validateCredential>>
-    try {
-      validation = await mppx.validateCredential(credential, routeOptions(quote))
-    } catch (err) {
-      throw toRejection(err)
+    // A $0 proof of a plain key is a signature and nothing else: checked here, no RPC call.
+    // Anything else (a Tempo access key, p256/WebAuthn, a contract account) needs the chain.
+    const proofSigner = payload.type === 'proof' ? localProofSigner(credential, issued, payload.signature) : undefined
+    let sender: Address | undefined = proofSigner
+    if (sender === undefined) {
+      if (!charges) {
+        throw new PaymentRejected(
+          'invalid_signature',
+          'Proof signature does not match the source account (this gateway has no Tempo RPC, so only plain secp256k1 signatures of the source key can be verified)',
+        )
+      }
+      let validation: Awaited<ReturnType<typeof mppx.validateCredential>>
+      try {
+        validation = await mppx.validateCredential(credential, routeOptions(quote))
+      } catch (err) {
+        throw toRejection(err)
+      }
+      const details = (validation.details ?? {}) as { sender?: Address }
+      sender = details.sender ?? sourceAddress(credential.source)
     }
-    const details = (validation.details ?? {}) as { sender?: Address }
-    const sender = details.sender ?? sourceAddress(credential.source)
     if (sender === undefined) throw new PaymentRejected('invalid_signature', 'Payer could not be determined')
     const payer = getAddress(sender)
 
     let settling: Promise<SettlementOutcome> | undefined
     const settleOnce = async (): Promise<SettlementOutcome> => {
+      if (proofSigner !== undefined) return claimProof(issued, payer)
       const watch = txHash !== undefined && payload.type === 'transaction' ? txHash : undefined
       if (watch !== undefined) watched.set(watch, { sent: false, refused: false })
       try {
@@ -232,6 +277,30 @@ export function createMpp(options: MppOptions): Mpp {
     }
   }
 
+  /**
+   * The payer of a $0 proof whose signature is a plain 65-byte secp256k1 signature of the source
+   * account over mppx's EIP-712 `Proof(account, challengeId, realm)` (domain MPP/3/chainId), or
+   * undefined when it is not one (mppx then decides, if an RPC is there to ask).
+   */
+  function localProofSigner(credential: Credential.Credential, issued: Challenge.Challenge, signature: Hex): Address | undefined {
+    const source = credential.source === undefined ? null : Proof.parseProofSource(credential.source)
+    if (source === null || source.chainId !== chainId) throw new PaymentRejected('invalid_signature', 'Proof credential source is invalid')
+    if (!isHex(signature) || signature.length !== 132) return undefined
+    const digest = hexToBytes(Proof.hash({ account: source.address, chainId, challengeId: issued.id, realm: issued.realm }))
+    const recovered = recoverSigner(digest, hexToBytes(signature))
+    return recovered !== null && recovered === source.address.toLowerCase() ? getAddress(source.address) : undefined
+  }
+
+  /** settle() of a locally verified proof: claims it in the replay store as mppx would, no RPC. */
+  async function claimProof(issued: Challenge.Challenge, payer: Address): Promise<SettlementOutcome> {
+    const expires = issued.expires === undefined ? now() + ttlMs : Date.parse(issued.expires)
+    if (!(await Store.tryClaim(store, `mppx:charge:proof:${issued.id}`, expires))) {
+      return { status: 'failed', reason: 'Proof credential has already been used' }
+    }
+    const receipt = Receipt.from({ method: MPP_METHOD, status: 'success', timestamp: new Date(now()).toISOString(), reference: issued.id })
+    return { status: 'settled', reference: issued.id, payer, network, headers: { 'Payment-Receipt': Receipt.serialize(receipt) } }
+  }
+
   function checkRequest(request: ChargeRequest, quote: PriceQuote): void {
     if (String(request.amount) !== quote.amountMicros.toString()) {
       throw new PaymentRejected('wrong_amount', `Challenge asks ${String(request.amount)}, route costs ${quote.amountMicros}`)
@@ -241,7 +310,11 @@ export function createMpp(options: MppOptions): Mpp {
     if (request.methodDetails?.chainId !== chainId) throw new PaymentRejected('wrong_network', 'Challenge chain differs')
   }
 
-  return { realm, chainId, currency, recipient, challenge, verify }
+  return { realm, chainId, currency, recipient, charges, offers, challenge, verify }
+}
+
+const noTempoRpc: TempoClientFactory = () => {
+  throw new Error('TEMPO_RPC_URL is not configured: MPP tempo/charge payments cannot be verified')
 }
 
 // ---------------------------------------------------------------------------------------------
