@@ -28,8 +28,19 @@ export const META = {
 
 /** Headers of the MCP HTTP request that a tool call carries on to its operation. */
 const FORWARDED = ['authorization', 'svc-agent-authorization', 'sign-in-with-x', 'user-agent'] as const
-/** Response headers worth handing back in result._meta (the body has the rest). */
-const REPORTED = ['x-plan-id', 'x-plan-credit-remaining-micros', 'x-plan-calls-remaining', 'x-payment-status', 'location', 'retry-after'] as const
+/**
+ * Response headers worth handing back in result._meta (the body has the rest): every plan and
+ * payment header by its prefix, so a new one (x-payment-identifier-replay, x-payment-reference)
+ * cannot be left out, and these by name.
+ */
+const REPORTED_PREFIXES = ['x-plan-', 'x-payment-'] as const
+const REPORTED = new Set(['location', 'retry-after'])
+/** Decoded into result._meta[META.x402Response] instead. */
+const RECEIPT_HEADER = 'x-payment-response'
+
+function reported(name: string): boolean {
+  return REPORTED.has(name) || (name !== RECEIPT_HEADER && REPORTED_PREFIXES.some((prefix) => name.startsWith(prefix)))
+}
 
 export interface CallContext {
   /** Headers of the MCP HTTP request (lower-case names). */
@@ -174,12 +185,9 @@ function parseJson(body: string): unknown {
 }
 
 function httpMeta(response: DispatchResponse): Record<string, unknown> {
-  const reported: Record<string, string> = {}
-  for (const name of REPORTED) {
-    const value = response.headers[name]
-    if (value !== undefined) reported[name] = value
-  }
-  return { status: response.status, headers: reported }
+  const headers: Record<string, string> = {}
+  for (const [name, value] of Object.entries(response.headers)) if (reported(name)) headers[name] = value
+  return { status: response.status, headers }
 }
 
 /** MPP challenges of a 402 (WWW-Authenticate: Payment …), in mppx's MCP payment-required form. */
@@ -196,7 +204,7 @@ function mppPaymentRequired(response: DispatchResponse, problem: unknown): Recor
 
 function receiptsOf(response: DispatchResponse, meta: Record<string, unknown> | undefined): Record<string, unknown> {
   const out: Record<string, unknown> = {}
-  const x402 = response.headers['payment-response'] ?? response.headers['x-payment-response']
+  const x402 = response.headers['payment-response'] ?? response.headers[RECEIPT_HEADER]
   if (x402) out[META.x402Response] = decodeHeaderJson(x402)
   const mpp = response.headers['payment-receipt']
   if (mpp) {

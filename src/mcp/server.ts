@@ -3,9 +3,10 @@
 // gets its own SDK Server and transport (transport.ts), as the SDK requires of stateless transports;
 // the tool table and list result are built once. GET and DELETE answer 405 (no server-initiated stream, no
 // session to end).
+import { MAX_JSON_DEPTH, nestsDeeperThan } from '../platform/json-depth.ts'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
-import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js'
+import { CallToolRequestSchema, ErrorCode, InitializeRequestSchema, ListToolsRequestSchema, McpError, PingRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv'
 import type { Catalog } from '../catalog/catalog.ts'
 import { AppError, isAppError } from '../platform/errors.ts'
@@ -13,7 +14,7 @@ import type { Logger } from '../platform/logger.ts'
 import { problemResult, requestOf, resultOf, type CallContext, type ToolResult } from './calls.ts'
 import type { OperationDispatcher } from './dispatcher.ts'
 import { buildToolTable, type ToolTable } from './tools.ts'
-import { PostTransport, jsonRpcError as rpcError } from './transport.ts'
+import { PostTransport, type RequestSchema, jsonRpcError as rpcError } from './transport.ts'
 
 export const MCP_PATH = '/mcp'
 
@@ -27,7 +28,7 @@ export interface McpDeps {
 const SERVER_INFO = { name: 'agent-gateway', version: '1.0.0' }
 const INSTRUCTIONS =
   'Tools are the Agent Gateway operations (gateway, scheduler, memory), named by operationId. Paid tools follow the x402 v2 MCP transport ' +
-  '(_meta["x402/payment"]) and MPP (_meta["org.paymentauth/credential"]); plan tools take Authorization: Bearer; owner tools take a SIGN-IN-WITH-X proof ' +
+  '(_meta["x402/payment"]) and, where the server offers it, MPP (_meta["org.paymentauth/credential"]); plan tools take Authorization: Bearer; owner tools take a SIGN-IN-WITH-X proof ' +
   '(_meta["agent-gateway/sign-in-with-x"]) signed for the operation URL in the 401 challenge.'
 const CAPABILITIES = {
   tools: { listChanged: false },
@@ -36,6 +37,9 @@ const CAPABILITIES = {
 
 /** Unparseable JSON reaches the handler as this, so the answer is JSON-RPC's parse error, not a problem. */
 const PARSE_ERROR = Symbol('mcp parse error')
+/** A body nesting past the shared JSON bound (with room for a batch, `params` and `arguments` above a tool's body) reaches the handler as this. */
+const TOO_DEEP = Symbol('mcp body too deep')
+const MCP_JSON_DEPTH = MAX_JSON_DEPTH + 3
 
 function jsonRpcError(reply: FastifyReply, status: number, code: number, message: string): FastifyReply {
   return reply
@@ -50,6 +54,15 @@ function contextOf(request: FastifyRequest): CallContext {
   const chain = [typeof prior === 'string' ? prior : prior?.[0], remote].filter(Boolean).join(', ')
   return { headers: request.headers, forwardedFor: chain, requestId: request.id }
 }
+
+/**
+ * The requests a Server here answers (the SDK's initialize and ping, our tools), by method: the
+ * transport checks their params with the same schemas first, since the SDK answers params its
+ * handler's parse refuses with an internal error and the parse's raw dump.
+ */
+const REQUESTS: ReadonlyMap<string, RequestSchema> = new Map(
+  [InitializeRequestSchema, PingRequestSchema, ListToolsRequestSchema, CallToolRequestSchema].map((schema) => [schema.shape.method.value, schema]),
+)
 
 /**
  * One for every Server: a Server builds its own ajv instance otherwise (a fifth of a call's CPU),
@@ -85,11 +98,15 @@ export function registerMcpRoute(app: FastifyInstance, deps: McpDeps): void {
     // JSON-RPC bodies: a malformed one is JSON-RPC's parse error (-32700), not the API's problem+json.
     scope.removeContentTypeParser('application/json')
     scope.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: deps.bodyLimitBytes }, (_request, body, done) => {
+      let value: unknown
       try {
-        done(null, JSON.parse(body as string))
+        value = JSON.parse(body as string)
       } catch {
         done(null, { [PARSE_ERROR]: true })
+        return
       }
+      // What runs after (the SDK's schemas, re-encoding for the operation) recurses: refused here.
+      done(null, nestsDeeperThan(value, MCP_JSON_DEPTH) ? { [TOO_DEEP]: true } : value)
     })
     const JsonRpcBody = { anyOf: [{ type: 'object' }, { type: 'array' }], description: 'A JSON-RPC 2.0 message or batch' }
     const JsonRpcAnswer = { anyOf: [{ type: 'object', additionalProperties: true }, { type: 'array' }, { type: 'null' }] }
@@ -98,10 +115,18 @@ export function registerMcpRoute(app: FastifyInstance, deps: McpDeps): void {
       { schema: { body: JsonRpcBody, response: { 200: JsonRpcAnswer, 202: { type: 'null' } } }, attachValidation: true, bodyLimit: deps.bodyLimitBytes },
       async (request, reply) => {
         const body = request.body as Record<string | symbol, unknown> | undefined
-        if (body?.[PARSE_ERROR]) return jsonRpcError(reply, 400, -32700, 'Parse error: the body is not JSON')
-        if (request.validationError) return jsonRpcError(reply, 400, -32600, 'Invalid Request: a JSON-RPC message (object) or batch (array) is required')
+        if (body?.[PARSE_ERROR]) return jsonRpcError(reply, 400, ErrorCode.ParseError, 'Parse error: the body is not JSON')
+        if (body?.[TOO_DEEP]) {
+          return jsonRpcError(
+            reply,
+            400,
+            ErrorCode.InvalidRequest,
+            `Invalid Request: the body nests objects and arrays more than ${MCP_JSON_DEPTH} levels deep (a tool's arguments may nest ${MAX_JSON_DEPTH - 1}, as an HTTP body's members may)`,
+          )
+        }
+        if (request.validationError) return jsonRpcError(reply, 400, ErrorCode.InvalidRequest, 'Invalid Request: a JSON-RPC message (object) or batch (array) is required')
         const server = serverFor(table, deps, contextOf(request))
-        const transport = new PostTransport()
+        const transport = new PostTransport(REQUESTS)
         // Not closed afterwards: once it answered, the transport holds nothing, and a close only
         // builds a "connection closed" error for handlers that are all done.
         await server.connect(transport)

@@ -121,8 +121,8 @@ export function priceText(entry: CatalogOperation, catalog: Catalog): string {
 }
 
 const MCP_HOW =
-  'Over MCP: a paid tool called without payment returns isError with the x402 PaymentRequired (structuredContent) and the MPP challenges (_meta["org.paymentauth/payment-required"]); ' +
-  'retry with _meta["x402/payment"] (x402 PaymentPayload) or _meta["org.paymentauth/credential"] (MPP). Plan tools take the MCP request\'s Authorization: Bearer (or _meta["agent-gateway/authorization"]).'
+  'Over MCP: a paid tool called without payment returns isError with the x402 PaymentRequired (structuredContent) and, where MPP is offered, its challenges (_meta["org.paymentauth/payment-required"]); ' +
+  'retry with _meta["x402/payment"] (x402 PaymentPayload) or _meta["org.paymentauth/credential"] (MPP, where offered). Plan tools take the MCP request\'s Authorization: Bearer (or _meta["agent-gateway/authorization"]).'
 
 function definitionOf(entry: CatalogOperation, catalog: Catalog): { definition: ToolDefinition; args: ArgumentMap } {
   const { spec } = entry

@@ -197,6 +197,8 @@ t.test('a payment identifier over MCP: a retried paid call gets the first answer
   const retried = await call(client, 'rememberMemory', args, { 'x402/payment': await pay(buyer, required, id) })
   t.notOk(retried.isError, JSON.stringify(retried.structuredContent))
   t.same(retried.structuredContent, first.structuredContent, 'the original result')
+  t.equal(retried._meta?.['agent-gateway/http'].headers['x-payment-identifier-replay'], 'true', 'marked as a replay, as the HTTP answer is')
+  t.notOk(first._meta?.['agent-gateway/http'].headers['x-payment-identifier-replay'], 'the first answer is not')
   t.equal(await balanceOf(cli.gateway, buyer.address), 1_000_000n - price, 'never charged twice')
   const other = await call(client, 'rememberMemory', { content: 'something else' }, { 'x402/payment': await pay(buyer, required, id) })
   t.equal(other.isError, true)

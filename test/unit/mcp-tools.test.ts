@@ -159,3 +159,29 @@ t.test('results: 2xx with receipts, the 402 as the x402 payment-required result,
   const early = problemResult(new AppError('validation_error', 'arguments.id is required', { field: 'arguments.id' }), 'mcp://tool/x')
   t.match(early, { isError: true, structuredContent: { code: 'validation_error', field: 'arguments.id', instance: 'mcp://tool/x' } })
 })
+
+t.test('results: the payment and plan headers of the answer pass through in _meta, a payment-identifier replay marker included', async (t) => {
+  const settled = { success: true, transaction: `0x${'b'.repeat(64)}`, network: 'eip155:8453', payer: '0x0000000000000000000000000000000000000002' }
+  const replay = resultOf(
+    {
+      status: 200,
+      headers: {
+        'x-payment-identifier-replay': 'true',
+        'payment-response': encodePaymentResponseHeader(settled as never),
+        'x-payment-response': encodePaymentResponseHeader(settled as never),
+        'x-plan-calls-remaining': '4',
+        'cache-control': 'no-store',
+      },
+      body: '{"ok":true}',
+    },
+    undefined,
+  )
+  t.same(
+    replay._meta?.['agent-gateway/http'],
+    { status: 200, headers: { 'x-payment-identifier-replay': 'true', 'x-plan-calls-remaining': '4' } },
+    'the receipt is decoded in its own key, not repeated',
+  )
+  t.same(replay._meta?.['x402/payment-response'], settled)
+  const pending = resultOf({ status: 200, headers: { 'x-payment-status': 'pending', 'x-payment-reference': 'ref-1' }, body: '{"status":"pending"}' }, undefined)
+  t.same(pending._meta?.['agent-gateway/http'], { status: 200, headers: { 'x-payment-status': 'pending', 'x-payment-reference': 'ref-1' } })
+})
