@@ -16,6 +16,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { x402Client } from '@x402/core/client'
 import { ExactEvmScheme } from '@x402/evm/exact/client'
+import { appendPaymentIdentifierToExtensions } from '@x402/extensions/payment-identifier'
 import { wrapFetchWithPayment } from '@x402/fetch'
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from 'viem/accounts'
 import { openDb } from '../../src/platform/db/index.ts'
@@ -88,7 +89,23 @@ interface Buyer {
   token: string
   round: number
   label: string
+  /** Plan purchases answered 2xx (its own, or the retry of one the kill cut off). */
+  purchases: number
+  /** The payment-identifier of the purchase the kill cut off, retried after the restart. */
+  cutPurchase?: string
 }
+
+/** @x402/fetch whose payments carry the x402 payment-identifier `id` (as the extension's client helper attaches it). */
+function payingWithId(buyer: Buyer, id: string): typeof fetch {
+  const client = new x402Client().register('eip155:8453', new ExactEvmScheme(buyer.account)).setSpendControls(false)
+  client.onBeforePaymentCreation(async ({ paymentRequired }) => {
+    if (paymentRequired.extensions) appendPaymentIdentifierToExtensions(paymentRequired.extensions, id)
+  })
+  return wrapFetchWithPayment(fetch, client)
+}
+
+const purchase = (pay: typeof fetch, gateway: string, buyer: Buyer) =>
+  pay(`${gateway}/plans/${PLAN}/purchase`, { method: 'POST', headers: { 'svc-agent-authorization': `Bearer ${buyer.token}` } })
 
 async function json(res: Response): Promise<Json> {
   return (await res.json().catch(() => ({}))) as Json
@@ -259,13 +276,16 @@ function startLoad(cli: CliProcess, buyers: Buyer[], problems: string[]) {
   let answered = 0
   let cutOff = 0
   let onAnswer: (() => void)[] = []
-  const worker = async (buyer: Buyer) => {
+  // The first buyer only buys plans, so a purchase carrying a payment-identifier is in flight at every kill.
+  const worker = async (buyer: Buyer, index: number) => {
     const pay = wrapFetchWithPayment(fetch, new x402Client().register('eip155:8453', new ExactEvmScheme(buyer.account)).setSpendControls(false))
     for (let i = 0; !stop; i += 1) {
+      // Plan purchases carry a payment-identifier: the one the kill cuts off is retried after the restart.
+      const purchaseId = index === 0 || i % 8 === 7 ? `pay_drill_${randomBytes(12).toString('hex')}` : undefined
       try {
         const res =
-          i % 8 === 7
-            ? await pay(`${cli.gateway}/plans/${PLAN}/purchase`, { method: 'POST', headers: { 'svc-agent-authorization': `Bearer ${buyer.token}` } })
+          purchaseId !== undefined
+            ? await purchase(payingWithId(buyer, purchaseId), cli.gateway, buyer)
             : await pay(`${cli.scheduler}/api/v1/tasks`, {
                 method: 'POST',
                 headers: { 'content-type': 'application/json', 'idempotency-key': `drill-${randomBytes(8).toString('hex')}`, 'x-pay-amount-micros': String(TASK_AMOUNT) },
@@ -279,17 +299,19 @@ function startLoad(cli: CliProcess, buyers: Buyer[], problems: string[]) {
                 }),
               })
         if (res.ok) {
+          if (purchaseId !== undefined) buyer.purchases += 1
           answered += 1
           for (const resolve of onAnswer) resolve()
           onAnswer = []
         } else if (!stop) problems.push(`a paid call answered ${res.status} before the kill: ${JSON.stringify(await json(res))}`)
       } catch {
         cutOff += 1 // the process died under this call
+        if (purchaseId !== undefined) buyer.cutPurchase = purchaseId
         return
       }
     }
   }
-  const workers = buyers.map(worker)
+  const workers = buyers.map((buyer, index) => worker(buyer, index))
   return {
     answered: () => answered,
     /** Resolves when the next paid call is answered, in the same tick. */
@@ -347,7 +369,7 @@ export async function crashDrill(options: DrillOptions): Promise<DrillResult> {
         })
         if (minted.status !== 200) throw new Error(`faucet answered ${minted.status}`)
         const token = (await json(await fetch(`${first.gateway}/auth/register`, { method: 'POST' }))).accessToken as string
-        buyers.push({ account, token, round, label: `round ${round} buyer ${i} ${account.address.toLowerCase()}` })
+        buyers.push({ account, token, round, label: `round ${round} buyer ${i} ${account.address.toLowerCase()}`, purchases: 0 })
       }
       walletBase ??= await balanceOf(first, SERVICE_WALLET)
       say(`start ${startMs.toFixed(0)} ms; ${options.workers} new buyers funded (${buyers.length} in all)`)
@@ -394,6 +416,28 @@ export async function crashDrill(options: DrillOptions): Promise<DrillResult> {
         if (left.length > 0) problems.push(`left behind by the killed service: ${left.join(', ')}`)
       }
       liveGroups.delete(pgid)
+
+      // The purchases the kill cut off, retried with their payment-identifier and a new payment, as a
+      // client that lost its answer does: answered (the first answer, or a new purchase if the first
+      // bought nothing), never charged twice; 409 payment_in_progress only while the dead request's
+      // payment is decided.
+      const retried = buyers.filter((buyer) => buyer.round === round && buyer.cutPurchase !== undefined)
+      const retryDeadline = Date.now() + DECIDED_DEADLINE_MS
+      for (const buyer of retried) {
+        for (;;) {
+          const res = await purchase(payingWithId(buyer, buyer.cutPurchase as string), second.gateway, buyer)
+          const body = await json(res)
+          if (res.ok) buyer.purchases += 1
+          // Paid, but the first request died before it had an answer to keep: bought, not replayable.
+          else if (res.status === 409 && body.code === 'payment_identifier_conflict') buyer.purchases += 1
+          else if (res.status === 409 && body.code === 'payment_in_progress' && Date.now() < retryDeadline) {
+            await sleep(Number(res.headers.get('retry-after') ?? 2) * 1000)
+            continue
+          } else problems.push(`${buyer.label}: the retried purchase ${buyer.cutPurchase} answered ${res.status}: ${JSON.stringify(body)}`)
+          break
+        }
+      }
+      if (retried.length > 0) say(`${retried.length} purchases cut off by the kill retried with their payment-identifier`)
 
       // Undefined once `name` sums to 0, else what to report: the money metrics and the CLI's last words.
       const untilZero = async (what: string, name: string, timeoutMs: number, only?: (labels: string) => boolean): Promise<string | undefined> => {
@@ -490,6 +534,8 @@ export async function crashDrill(options: DrillOptions): Promise<DrillResult> {
         const address = buyer.account.address.toLowerCase()
         const held = plans.get(address) ?? 0n
         soldPlans += held
+        // One plan per answered purchase at most (a chain that drops a payment for good takes one back).
+        if (held > BigInt(buyer.purchases)) problems.push(`${buyer.label} holds ${held} plans for ${buyer.purchases} purchases: a purchase was charged twice`)
         const expected = MINTED - held * PLAN_PRICE
         const final = finals.get(address) ?? -1n
         result.buyers.push({ address, round: buyer.round, final, expected })
