@@ -40,7 +40,7 @@ export const PLAN = 'scheduler-credit-5'
 export const PLAN_PRICE = 5_000_000n
 export const TASK_AMOUNT = 300_000n
 export const TOP_UP = 200_000n
-const logger = createLogger('silent')
+const logger = createLogger((process.env.CRASH_LOG_LEVEL as 'error' | undefined) ?? 'silent')
 const schedulerKey = randomBytes(32)
 
 export interface Proc {
