@@ -15,6 +15,7 @@ import Fastify, {
   type FastifySchemaCompiler,
 } from 'fastify'
 import { AppError, PROBLEM_CONTENT_TYPE, isAppError, type ProblemBody } from './errors.ts'
+import { unavailableDependency } from './dependency-errors.ts'
 import { bodyDepthError } from './json-depth.ts'
 import type { Logger } from './logger.ts'
 import type { Metrics, RequestObserver } from './metrics.ts'
@@ -191,6 +192,12 @@ export function toAppError(error: unknown): AppError {
   if (error instanceof SyntaxError || (fastifyError?.statusCode === 400 && /JSON/i.test(fastifyError.message))) {
     return new AppError('malformed_json', 'The request body is not valid JSON', { field: 'body' })
   }
+  if (unavailableDependency(error) !== undefined) {
+    return new AppError('unavailable', 'A service this request needs (the database or the cache) is out of reach right now; retry shortly', {
+      headers: { 'retry-after': '2' },
+      extensions: { retryable: true },
+    })
+  }
   const status = fastifyError?.statusCode
   if (typeof status === 'number' && status >= 400 && status < 500) {
     if (status === 413) return new AppError('payload_too_large', 'The request body is larger than the configured limit')
@@ -209,6 +216,7 @@ export function toAppError(error: unknown): AppError {
  * broken invariant) is a fault: error, with the stack.
  */
 export function failureLevel(error: unknown, appError: AppError): 'error' | 'warn' | 'info' {
+  if (!isAppError(error) && appError.code === 'unavailable') return 'warn' // a dependency's outage, not a fault of ours
   if (!isAppError(error) || appError.code === 'internal' || appError.code === 'INTERNAL') return 'error'
   return appError.status === 501 ? 'info' : 'warn'
 }
