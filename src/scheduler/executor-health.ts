@@ -21,7 +21,8 @@ export function executorUnavailable(status: { reason: string }): AppError {
   return new AppError(
     'unavailable',
     `This scheduler cannot run task scripts right now (${status.reason}), so it takes no task, top-up or run; nothing was charged. Try again later, or use another scheduler.`,
-    { extensions: { reason: 'executor_unavailable' } },
+    // Also what a replica answers while its first check has no verdict yet: retried, it goes on.
+    { headers: { 'retry-after': '10' }, extensions: { reason: 'executor_unavailable', retryable: true } },
   )
 }
 

@@ -62,6 +62,7 @@ async function problem(t: Test, response: Response, what: string): Promise<Json>
   t.equal(body.code, 'unavailable', `${what}: code unavailable`)
   t.match(body.detail, /bwrap/, `${what}: says why`)
   t.notOk(response.headers.get('payment-required'), `${what}: no payment challenge`)
+  t.equal(response.headers.get('retry-after'), '10', `${what}: Retry-After (a replica whose check has no verdict yet answers the same)`)
   return body
 }
 

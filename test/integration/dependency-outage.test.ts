@@ -68,3 +68,30 @@ t.test('a Postgres restart under load: 503 with Retry-After while it is down, ne
   )
   t.equal((await app.inject({ method: 'GET', url: '/count' })).statusCode, 200, 'the pool is back')
 })
+
+t.test('a connection terminated inside a transaction fails that transaction, never the process', { skip: ownPostgresUnavailable() ?? false }, async (t) => {
+  const pg = await startOwnPostgres()
+  t.teardown(() => pg.destroy())
+  await pg.createDatabase('terminated')
+  const db = await openDb({ kind: 'postgres', url: pg.url('terminated') })
+  const admin = await openDb({ kind: 'postgres', url: pg.url('postgres') })
+  t.teardown(async () => {
+    await db.close()
+    await admin.close()
+  })
+  const outcome = await db
+    .transaction(async (tx) => {
+      const [own] = await tx.query<{ pid: number }>(`select pg_backend_pid() as pid`)
+      await admin.query(`select pg_terminate_backend($1)`, [own?.pid])
+      // The error event arrives between two statements, while the client is checked out.
+      await new Promise((resolve) => setTimeout(resolve, 500))
+      return tx.query(`select 1`)
+    })
+    .then(
+      () => 'committed',
+      (error: unknown) => error,
+    )
+  t.not(outcome, 'committed')
+  t.equal(unavailableDependency(outcome), 'connection', 'answered as an outage (503), not a bug')
+  t.same(await db.query(`select 1 as n`), [{ n: 1 }], 'the pool discarded the dead client and goes on')
+})

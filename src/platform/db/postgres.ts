@@ -40,11 +40,6 @@ function asError(err: unknown): Error {
   return err instanceof Error ? err : new Error(String(err))
 }
 
-/** A server-reported error leaves the connection usable; anything else (socket) discards it. */
-function releaseAfterFailure(client: pg.PoolClient, err: unknown): void {
-  client.release(err instanceof DbError ? undefined : asError(err))
-}
-
 export async function openPostgres(options: PostgresOptions): Promise<Db> {
   const pool = new pg.Pool({
     connectionString: options.url,
@@ -92,6 +87,19 @@ class PostgresDb implements Db {
     } catch (err) {
       rethrow(err)
     }
+    // A checked-out client has no pool listener: a connection error between two statements (the
+    // backend terminated, the server restarting) would be an unhandled 'error' event and end the
+    // process. It is kept here; the next statement fails, and the client is discarded on release.
+    let lost: Error | undefined
+    const onLost = (err: Error): void => {
+      lost ??= err
+    }
+    client.on('error', onLost)
+    // A server-reported error (a DbError) leaves the connection usable; anything else discards it.
+    const release = (err?: Error): void => {
+      client.off('error', onLost)
+      client.release(err ?? lost)
+    }
     let open = true
     const check = (): void => {
       if (!open) throw new Error('Transaction is closed')
@@ -110,7 +118,7 @@ class PostgresDb implements Db {
       await runExec(client, 'BEGIN')
     } catch (err) {
       open = false
-      releaseAfterFailure(client, err)
+      release(err instanceof DbError ? undefined : asError(err))
       throw err
     }
     let result: T
@@ -124,7 +132,7 @@ class PostgresDb implements Db {
       } catch (rollbackErr) {
         releaseError = asError(rollbackErr) // connection in an unknown state: discard it
       }
-      client.release(releaseError)
+      release(releaseError)
       throw err
     }
     open = false
@@ -133,10 +141,10 @@ class PostgresDb implements Db {
       commit = await client.query('COMMIT')
     } catch (err) {
       const converted = toDbError(err)
-      releaseAfterFailure(client, converted)
+      release(converted instanceof DbError ? undefined : asError(converted))
       throw converted
     }
-    client.release()
+    release()
     if (commit.command === 'ROLLBACK') {
       // A statement failed inside fn and fn swallowed the error: Postgres rolled back on COMMIT.
       throw new DbError('Transaction was rolled back instead of committed', pgErrorCodes.inFailedTransaction, {
