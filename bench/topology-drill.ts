@@ -1,0 +1,114 @@
+// The topology drill: `npm run drill:topology` (docs/reliability.md). The Helm chart's topology on
+// one machine (test/helpers/topology.ts): 2 gateways, 2 scheduler-api, a controller, media and
+// memory, each `agent-gateway <role>` with the chart's environment, behind round-robin fronts, on a
+// throw-away Postgres database, Redis and a separate anvil over CHAIN_RPC_URL. Real x402 clients
+// put mixed load on it for DRILL_MINUTES (2) while DRILL_FAULTS faults (4 per minute) hit it at
+// moments drawn from DRILL_SEED (printed): kill -9 of a replica and its restart, pg_terminate_backend,
+// Redis CLIENT KILL, the RPC node stopped for DRILL_RPC_DOWN_S (10) seconds. Then quiescence and
+// the invariants (test/helpers/topology-invariants.ts); a table; exit 1 on any violated invariant.
+//
+// Variables: DRILL_SEED, DRILL_MINUTES, DRILL_FAULTS, DRILL_KINDS (kill,pg-terminate,redis-kill,rpc-stop),
+// DRILL_TASK_BUYERS (3), DRILL_MEMORY_BUYERS (1), DRILL_PACE_MS (250), DRILL_MAX_CALLS (5000),
+// DRILL_READY_BOUND_S (60), DRILL_GRACE_S (5), DRILL_CONTROLLERS (1), DRILL_MEMORIES (1), DRILL_REDIS_DB (9), DRILL_KEEP,
+// DRILL_LOG_LEVEL (warn); TEST_DATABASE_URL and TEST_REDIS_URL name the servers.
+import { randomInt } from 'node:crypto'
+import { postgresUnreachable } from '../test/helpers/crash-drill.ts'
+import { SERVICE_ADDRESS, startTopology, type Topology } from '../test/helpers/topology.ts'
+import { FAULT_KINDS, type FaultKind, planFaults, runFaults, seeded } from '../test/helpers/topology-faults.ts'
+import { checkMoney, judgeCalls, quiesce, table } from '../test/helpers/topology-invariants.ts'
+import { fundBuyers, startLoad } from '../test/helpers/topology-load.ts'
+
+const num = (name: string, fallback: number) => {
+  const value = Number(process.env[name] ?? fallback)
+  if (!Number.isFinite(value) || value < 0) throw new Error(`${name} must be a non-negative number, not ${process.env[name]}`)
+  return value
+}
+const seed = process.env.DRILL_SEED === undefined ? randomInt(2 ** 31) : Number(process.env.DRILL_SEED)
+if (!Number.isInteger(seed)) throw new Error('DRILL_SEED must be an integer')
+const minutes = num('DRILL_MINUTES', 2)
+const faultCount = Math.round(num('DRILL_FAULTS', Math.max(2, Math.round(minutes * 4))))
+const kinds = (process.env.DRILL_KINDS ?? FAULT_KINDS.join(',')).split(',').map((kind) => kind.trim()) as FaultKind[]
+if (kinds.length === 0 || kinds.some((kind) => !FAULT_KINDS.includes(kind))) throw new Error(`DRILL_KINDS must be a list of ${FAULT_KINDS.join(', ')}`)
+const readyBoundMs = num('DRILL_READY_BOUND_S', 60) * 1000
+const graceMs = num('DRILL_GRACE_S', 5) * 1000
+const keep = process.env.DRILL_KEEP !== undefined
+
+const unreachable = await postgresUnreachable()
+if (unreachable) throw new Error(unreachable)
+process.once('SIGINT', () => process.exit(130))
+process.once('SIGTERM', () => process.exit(143))
+
+const began = performance.now()
+const log = (line: string) => console.log(`[${((performance.now() - began) / 1000).toFixed(1).padStart(6)} s] ${line}`)
+log(`seed ${seed} (DRILL_SEED=${seed} replays the fault plan); ${minutes} min of load, ${faultCount} faults of ${kinds.join(',')}`)
+const random = seeded(seed)
+const plan = planFaults(random, minutes * 60_000, faultCount, kinds)
+log(`fault plan: ${plan.map((step) => `${(step.at / 1000).toFixed(0)} s ${step.kind}`).join(', ')}`)
+
+const problems: string[] = []
+let topology: Topology | undefined
+let failed = false
+try {
+  topology = await startTopology({ controllers: num('DRILL_CONTROLLERS', 1), memories: num('DRILL_MEMORIES', 1), redisDb: num('DRILL_REDIS_DB', 9), log })
+  const startupMs = performance.now() - began
+  // The RPC node produces a block every 2 s, as a real chain does (anvil alone mines only on a
+  // transaction, and its clock stands still in between: an expired authorization would look alive).
+  const producer = setInterval(() => {
+    if (!topology?.chainUp()) return
+    fetch(topology.rpcUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"jsonrpc":"2.0","id":1,"method":"evm_mine","params":[]}',
+      signal: AbortSignal.timeout(2_000),
+    }).catch(() => {})
+  }, 2_000)
+  producer.unref()
+  const buyers = await fundBuyers(topology, num('DRILL_TASK_BUYERS', 3), num('DRILL_MEMORY_BUYERS', 1))
+  const walletBase = await topology.chain().balanceOf(SERVICE_ADDRESS)
+  log(`${buyers.length} buyers funded; service wallet ${walletBase} micros; load for ${minutes} min`)
+
+  const load = startLoad(topology, buyers, { paceMs: num('DRILL_PACE_MS', 250), maxCalls: num('DRILL_MAX_CALLS', 5000), random })
+  const faults = runFaults(topology, plan, { rpcDownMs: num('DRILL_RPC_DOWN_S', 10) * 1000, readyBoundMs, log, stopAfterMs: minutes * 60_000 })
+  await new Promise((resolve) => setTimeout(resolve, minutes * 60_000))
+  faults.stop()
+  await faults.done
+  await load.stop()
+  log(`load stopped: ${load.calls.length} calls; ${faults.faults.length} faults injected; quiescing`)
+
+  // Whatever a failed restart left down is brought back: the checks need every replica.
+  for (const proc of topology.processes) if (!proc.cli) await topology.start(proc).catch((error: unknown) => problems.push(`${proc.name} could not be restarted: ${error}`))
+  if (!topology.chainUp()) await topology.startChain()
+  const rest = await quiesce(topology, buyers, problems, 240_000)
+  log(
+    `quiescent: ${rest.retried} purchases retried, ${rest.deleted} tasks deleted, ${rest.withdrawn} deposits withdrawn; ` +
+      `payments decided in ${(rest.decidedMs / 1000).toFixed(1)} s, refunds in ${(rest.refundsMs / 1000).toFixed(1)} s`,
+  )
+  const money = await checkMoney(topology, buyers, walletBase, SERVICE_ADDRESS, problems)
+  const verdict = judgeCalls(load.calls, faults.faults, graceMs, problems)
+  for (const crash of topology.crashes) {
+    problems.push(
+      `${crash.name} exited on its own at ${new Date(crash.at).toISOString()} (${crash.code ?? crash.signal})` +
+        `${crash.restartMs !== undefined ? `, restarted in ${(crash.restartMs / 1000).toFixed(1)} s` : ''}${crash.error ? `, restart failed: ${crash.error}` : ''}; ` +
+        `its last words: ${crash.tail.slice(-700).replace(/\s+/g, ' ')}`,
+    )
+  }
+  const front = Object.entries(topology.fronts)
+    .map(([name, f]) => `${name} ${f.stats.proxied} proxied, ${f.stats.skipped} refused-and-skipped, ${f.stats.unavailable} 503 (no replica), ${f.stats.reset} reset`)
+    .join('; ')
+  console.log(
+    table(faults.faults, verdict, money, {
+      fronts: front,
+      'start-up': `${(startupMs / 1000).toFixed(1)} s for the whole topology`,
+      restarts: topology.processes.map((proc) => `${proc.name} ${proc.restarts}`).join(', '),
+      crashes: topology.crashes.length === 0 ? 'none' : topology.crashes.map((crash) => `${crash.name} (${crash.code ?? crash.signal})`).join(', '),
+    }),
+  )
+} catch (error) {
+  failed = true
+  problems.push(`the drill itself failed: ${(error as Error).stack ?? error}`)
+} finally {
+  await topology?.stop(keep || failed || problems.length > 0).catch((error: unknown) => problems.push(`stop: ${error}`))
+}
+for (const problem of problems) console.log(`PROBLEM ${problem}`)
+console.log(`${problems.length === 0 ? 'HELD' : 'VIOLATED'}: seed ${seed}, ${minutes} min, ${problems.length} problems, ${((performance.now() - began) / 1000).toFixed(0)} s`)
+process.exit(problems.length === 0 ? 0 : 1)

@@ -1,0 +1,387 @@
+// The Helm chart's topology on one machine, for the topology drill (bench/topology-drill.ts): every
+// role its own `agent-gateway <role>` process from the same CLI, with the environment the chart
+// gives it (charts/agent-gateway/templates/_helpers.tpl "agent-gateway.env"), on a throw-away
+// Postgres database, the real Redis (a database number of its own) and a separate anvil reached over
+// CHAIN_RPC_URL like a real RPC node. The public URLs point at round-robin fronts
+// (topology-front.ts), one per public service, as the chart's Ingress does.
+//
+// Executor: the local one (bubblewrap), with ONE controller: the kubernetes executor's Lease
+// election would need the fake API server to run Jobs, which it does not; the local executor has
+// no leader election, so a second local controller is opt-in (DRILL_CONTROLLERS=2) and not what
+// the chart deploys (controller.replicas 1).
+import { execFile } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { promisify } from 'node:util'
+import { privateKeyToAccount } from 'viem/accounts'
+import { ANVIL_ACCOUNT_0_KEY, type StartedDevChain, startDevChain } from '../../src/payments/chain/dev.ts'
+import type { Role } from '../../src/platform/roles.ts'
+import { type CliProcess, freePort, repoRoot, startCli } from './cli.ts'
+import { openAdmin, PG_URL, REDIS_URL } from './servers.ts'
+import { type Backend, type Front, startFront } from './topology-front.ts'
+
+export const SERVICE_KEY = ANVIL_ACCOUNT_0_KEY
+export const SERVICE_ADDRESS = privateKeyToAccount(ANVIL_ACCOUNT_0_KEY).address
+
+export interface RoleProcess {
+  /** gateway-1, scheduler-api-2, controller-1, media-1, memory-1. */
+  name: string
+  role: Role
+  /** The port of its main listener (probes, /metrics). */
+  port: number
+  env: Record<string, string>
+  cli: CliProcess | undefined
+  /** Whether it is a money role (gateway, scheduler-api, controller, memory): it reports payments and refunds. */
+  takesPayments: boolean
+  restarts: number
+  /** Set while the drill itself kills or stops it: any other exit is a crash. */
+  expectExit?: boolean
+  /** Its entry in its front (when it has one): ready only between /readyz 200 and its death. */
+  endpoint: Backend
+}
+
+/** A process that exited on its own (not killed or stopped by the drill), restarted as the kubelet would. */
+export interface Crash {
+  name: string
+  at: number
+  code: number | null
+  signal: string | null
+  /** The last lines of its output before it died. */
+  tail: string
+  restartMs?: number
+  error?: string
+}
+
+export interface TopologyOptions {
+  gateways?: number
+  schedulers?: number
+  controllers?: number
+  memories?: number
+  /** Redis database number of the drill (keys stay apart from other users of the server). */
+  redisDb?: number
+  log?: (line: string) => void
+}
+
+export interface Topology {
+  root: string
+  database: { name: string; url: string }
+  redisUrl: string
+  redisDb: number
+  chain(): StartedDevChain
+  rpcUrl: string
+  urls: { gateway: string; scheduler: string; memory: string }
+  fronts: Record<'gateway' | 'scheduler' | 'memory', Front>
+  processes: RoleProcess[]
+  crashes: Crash[]
+  /** SIGKILLs the process group of `proc` and waits for its exit. */
+  kill(proc: RoleProcess): Promise<void>
+  /** Starts `proc` again with the same environment and ports; resolves with the ms to ready (/readyz 200). */
+  start(proc: RoleProcess): Promise<number>
+  /** Stops the RPC node (its state saved) — the chain is unreachable until startChain(). */
+  stopChain(): Promise<void>
+  /** Restarts the RPC node on its saved state and the same port; ms it took. */
+  startChain(): Promise<number>
+  /** A dependency that is down right now (rpc), for the blocks producer. */
+  chainUp(): boolean
+  stop(keep: boolean): Promise<void>
+}
+
+const execFileAsync = promisify(execFile)
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+// The CLIs lead their own process groups: nothing else kills them if the drill dies first.
+const liveGroups = new Set<number>()
+let exitHook = false
+function own(pid: number): void {
+  liveGroups.add(pid)
+  if (exitHook) return
+  exitHook = true
+  process.on('exit', () => {
+    for (const group of liveGroups) killGroup(group)
+  })
+}
+function killGroup(pgid: number): void {
+  try {
+    process.kill(-pgid, 'SIGKILL')
+  } catch {
+    // gone already
+  }
+}
+
+/** Polls `url` until it answers 200; the ms waited, or throws after `timeoutMs`. */
+export async function untilReady(url: string, timeoutMs: number): Promise<number> {
+  const started = performance.now()
+  for (;;) {
+    const res = await fetch(url, { signal: AbortSignal.timeout(2_000) }).catch(() => undefined)
+    if (res?.status === 200) return performance.now() - started
+    await res?.body?.cancel().catch(() => {})
+    if (performance.now() - started > timeoutMs) throw new Error(`${url} not 200 within ${timeoutMs} ms (last ${res?.status ?? 'no answer'})`)
+    await sleep(200)
+  }
+}
+
+/** `agent-gateway migrate` with a role's environment, as the chart's migrate Job runs it. */
+async function migrateOnce(proc: RoleProcess): Promise<void> {
+  const { stdout } = await execFileAsync(process.execPath, [path.join(repoRoot, 'bin/agent-gateway.js'), 'migrate'], {
+    cwd: repoRoot,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', DATABASE_URL: proc.env.DATABASE_URL as string, LOG_LEVEL: 'warn' },
+    timeout: 60_000,
+  })
+  if (!/migrations applied/.test(stdout)) throw new Error(`agent-gateway migrate said: ${stdout}`)
+}
+
+/** A memory key ring as the chart's Secret holds it: {"active": id, "keys": {id: base64 of 32 bytes}}. */
+function writeKeyRing(file: string): void {
+  writeFileSync(file, JSON.stringify({ active: 'drill-1', keys: { 'drill-1': randomBytes(32).toString('base64') } }), { mode: 0o600 })
+}
+
+export async function startTopology(options: TopologyOptions = {}): Promise<Topology> {
+  const log = options.log ?? (() => {})
+  const root = mkdtempSync(path.join(os.tmpdir(), 'agw-topology-'))
+  const started: (() => Promise<void>)[] = []
+  let created: string | undefined
+  try {
+    // --- the dependencies: Postgres database, Redis database number, the RPC node ---
+    const admin = await openAdmin()
+    const dbName = `ag_topo_${randomBytes(6).toString('hex')}`
+    await admin.exec(`create database ${dbName}`)
+    created = dbName
+    await admin.close()
+    const dbUrl = new URL(PG_URL)
+    dbUrl.pathname = `/${dbName}`
+    const redisDb = options.redisDb ?? 9
+    const redisUrl = new URL(REDIS_URL)
+    redisUrl.pathname = `/${redisDb}`
+    const chainDir = path.join(root, 'chain')
+    const rpcPort = await freePort()
+    let chain = await startDevChain({ dataDir: chainDir, port: rpcPort })
+    let chainIsUp = true
+    started.push(async () => {
+      if (chainIsUp) await chain.close()
+    })
+    log(`database ${dbName}, Redis ${redisUrl.toString()}, RPC node ${chain.rpcUrl} (anvil pid ${chain.pid})`)
+
+    // --- ports, fronts and the processes' environments ---
+    const count = { gateway: options.gateways ?? 2, 'scheduler-api': options.schedulers ?? 2, controller: options.controllers ?? 1, media: 1, memory: options.memories ?? 1 }
+    const processes: RoleProcess[] = []
+    for (const role of ['gateway', 'scheduler-api', 'controller', 'media', 'memory'] as const) {
+      for (let i = 1; i <= count[role]; i += 1) {
+        const port = await freePort()
+        const endpoint: Backend = { name: `${role}-${i}`, port, ready: false }
+        processes.push({ name: `${role}-${i}`, role, port, env: {}, cli: undefined, takesPayments: role !== 'media', restarts: 0, endpoint })
+      }
+    }
+    const backends = (role: Role): Backend[] => processes.filter((proc) => proc.role === role).map((proc) => proc.endpoint)
+    const media = backends('media')
+    const fronts = {
+      // The chart's Ingress routes /media of the gateway host to the media Service.
+      gateway: await startFront('gateway', [
+        { prefix: '/media/', backends: media },
+        { prefix: '/', backends: backends('gateway') },
+      ]),
+      scheduler: await startFront('scheduler', [{ prefix: '/', backends: backends('scheduler-api') }]),
+      memory: await startFront('memory', [{ prefix: '/', backends: backends('memory') }]),
+    }
+    started.push(async () => {
+      await Promise.all(Object.values(fronts).map((front) => front.close()))
+    })
+    const urls = { gateway: fronts.gateway.url, scheduler: fronts.scheduler.url, memory: fronts.memory.url }
+    const blobDir = path.join(root, 'blobs')
+    mkdirSync(blobDir, { recursive: true })
+    const keyRing = path.join(root, 'memory-keys.json')
+    writeKeyRing(keyRing)
+    // The Secrets the chart shares across replicas (secrets.existingSecret, the media token, the reviews key).
+    const shared = {
+      MPP_SECRET_KEY: randomBytes(32).toString('hex'),
+      SCHEDULER_SECRET_KEY: randomBytes(32).toString('hex'),
+      OFFER_RECEIPT_SIGNING_KEY: `0x${randomBytes(32).toString('hex')}`,
+      REVIEWS_SECRET_KEY: randomBytes(32).toString('hex'),
+      MEDIA_INTERNAL_TOKEN: randomBytes(24).toString('hex'),
+    }
+    const mediaPort = (processes.find((proc) => proc.role === 'media') as RoleProcess).port
+    const portVariable: Record<Role, string> = {
+      gateway: 'GATEWAY_PORT',
+      'scheduler-api': 'SCHEDULER_PORT',
+      controller: 'CONTROLLER_PORT',
+      media: 'MEDIA_PORT',
+      memory: 'MEMORY_PORT',
+    }
+    for (const proc of processes) {
+      const dataDir = path.join(root, proc.name)
+      mkdirSync(dataDir, { recursive: true })
+      const env: Record<string, string> = {
+        HOST: '127.0.0.1',
+        DATA_DIR: dataDir,
+        LOG_LEVEL: process.env.DRILL_LOG_LEVEL ?? 'warn',
+        LOG_FORMAT: 'json',
+        PUBLIC_BASE_URL: urls.gateway,
+        PUBLIC_SCHEDULER_URL: urls.scheduler,
+        PUBLIC_MEMORY_URL: urls.memory,
+        PUBLIC_MEDIA_URL: urls.gateway,
+        SHUTDOWN_GRACE_MS: '5000',
+        DATABASE_URL: dbUrl.toString(),
+        // 7 processes on one server (max_connections 100 by default), beside whatever else uses it.
+        DATABASE_POOL_MAX: '5',
+        REDIS_URL: redisUrl.toString(),
+        [portVariable[proc.role]]: String(proc.port),
+      }
+      if (proc.takesPayments) {
+        Object.assign(env, {
+          PAY_TO_ADDRESS: SERVICE_ADDRESS,
+          CHAIN_RPC_URL: chain.rpcUrl,
+          // The dev chain mines on demand (and the drill's producer every 2 s): Base's 10 would take long.
+          CHAIN_CONFIRMATIONS: '1',
+          SETTLER_PRIVATE_KEY: SERVICE_KEY,
+          MPP_SECRET_KEY: shared.MPP_SECRET_KEY,
+        })
+      }
+      if (proc.role === 'scheduler-api' || proc.role === 'controller') {
+        Object.assign(env, { SCHEDULER_EXECUTOR: 'local', SCHEDULER_INTERNAL_URL: urls.scheduler, SCHEDULER_SECRET_KEY: shared.SCHEDULER_SECRET_KEY, SANDBOX_MAX_PARALLEL: '2' })
+      }
+      if (proc.role !== 'memory') env.BLOB_DIR = blobDir // the shared claim (blobStore.existingClaim)
+      if (proc.role === 'gateway' || proc.role === 'media') env.MEDIA_INTERNAL_TOKEN = shared.MEDIA_INTERNAL_TOKEN
+      if (proc.role === 'gateway') {
+        Object.assign(env, {
+          MEDIA_URL: `http://127.0.0.1:${mediaPort}`,
+          REVIEWS_PORT: String(await freePort()),
+          REVIEWS_SECRET_KEY: shared.REVIEWS_SECRET_KEY,
+          OFFER_RECEIPT_SIGNING_KEY: shared.OFFER_RECEIPT_SIGNING_KEY,
+        })
+      }
+      if (proc.role === 'scheduler-api' || proc.role === 'memory') env.OFFER_RECEIPT_SIGNING_KEY = shared.OFFER_RECEIPT_SIGNING_KEY
+      if (proc.role === 'memory') Object.assign(env, { MEMORY_KEY_FILE: keyRing, MEMORY_CACHE_MB: '64' })
+      if (proc.role === 'media') Object.assign(env, { MEDIA_CONCURRENCY: '1', MEDIA_ANALYSIS_THREADS: '1' })
+      proc.env = env
+    }
+
+    // Each process's output, kept in <root>/<name>.log (one section per life), for a failed run.
+    const saveOutput = (proc: RoleProcess, cli: CliProcess, end: string) =>
+      appendFileSync(path.join(root, `${proc.name}.log`), `${cli.output()}\n--- ${end} at ${new Date().toISOString()} ---\n`)
+    const crashes: Crash[] = []
+    const topology: Topology = {
+      root,
+      crashes,
+      database: { name: dbName, url: dbUrl.toString() },
+      redisUrl: redisUrl.toString(),
+      redisDb,
+      chain: () => chain,
+      rpcUrl: chain.rpcUrl,
+      urls,
+      fronts,
+      processes,
+      async kill(proc) {
+        const cli = proc.cli
+        if (!cli) return
+        const pgid = cli.child.pid as number
+        proc.expectExit = true
+        // Out of its front at once (as the Endpoints controller drops a dead pod; a request already routed to it is refused and skipped).
+        killGroup(pgid)
+        proc.endpoint.ready = false
+        await cli.stop('SIGKILL')
+        liveGroups.delete(pgid)
+        saveOutput(proc, cli, 'killed')
+        proc.cli = undefined
+      },
+      async start(proc) {
+        const begun = performance.now()
+        const cli = await startCli({ args: [proc.role], env: proc.env, detached: true, readyTimeoutMs: 120_000 })
+        own(cli.child.pid as number)
+        proc.cli = cli
+        proc.expectExit = false
+        cli.child.once('exit', (code, signal) => {
+          if (proc.expectExit || proc.cli !== cli) return
+          // Died on its own: recorded, and restarted with the same environment (restartPolicy: Always).
+          const crash: Crash = { name: proc.name, at: Date.now(), code, signal, tail: cli.output().slice(-1500) }
+          crashes.push(crash)
+          proc.endpoint.ready = false
+          saveOutput(proc, cli, `crashed (${code ?? signal})`)
+          liveGroups.delete(cli.child.pid as number)
+          killGroup(cli.child.pid as number)
+          proc.cli = undefined
+          log(`${proc.name} exited on its own (${code ?? signal}); restarting it`)
+          void sleep(1_000)
+            .then(() => topology.start(proc))
+            .then(
+              (ms) => {
+                crash.restartMs = ms
+                proc.restarts += 1
+              },
+              (error: unknown) => {
+                crash.error = String(error).slice(0, 500)
+              },
+            )
+        })
+        await untilReady(`http://127.0.0.1:${proc.port}/readyz`, 60_000)
+        proc.endpoint.ready = true
+        return performance.now() - begun
+      },
+      async stopChain() {
+        chainIsUp = false
+        await chain.close()
+      },
+      async startChain() {
+        const begun = performance.now()
+        chain = await startDevChain({ dataDir: chainDir, port: rpcPort })
+        chainIsUp = true
+        return performance.now() - begun
+      },
+      chainUp: () => chainIsUp,
+      async stop(keep) {
+        // Gracefully first (SIGTERM, as a rollout does), then whatever is left, then the dependencies.
+        await Promise.all(
+          processes.map(async (proc) => {
+            const cli = proc.cli
+            if (!cli) return
+            const pgid = cli.child.pid as number
+            proc.expectExit = true
+            const code = await Promise.race([cli.stop('SIGTERM'), sleep(15_000).then(() => 'timeout' as const)])
+            if (code === 'timeout') log(`${proc.name} did not stop within 15 s of SIGTERM; killed`)
+            killGroup(pgid)
+            liveGroups.delete(pgid)
+            saveOutput(proc, cli, `stopped (${code})`)
+            proc.cli = undefined
+          }),
+        )
+        for (const done of started.reverse()) await done().catch(() => {})
+        if (!keep) {
+          const cleanup = await openAdmin()
+          await cleanup.exec(`drop database if exists ${dbName} with (force)`).finally(() => cleanup.close())
+          rmSync(root, { recursive: true, force: true })
+        } else log(`kept ${root} and database ${dbName}`)
+      },
+    }
+    // The chart's migrate hook (a Job running `agent-gateway migrate`) first, then every role at
+    // once, as a fresh install rolls out.
+    await migrateOnce(processes[0] as RoleProcess)
+    // A process that fails its first start is recorded as a crash and started again, as the kubelet
+    // restarts a container whose start-up failed.
+    const times = await Promise.all(
+      processes.map((proc) =>
+        topology.start(proc).catch(async (error: unknown) => {
+          const crash: Crash = { name: proc.name, at: Date.now(), code: 1, signal: null, tail: String((error as Error).message ?? error).slice(-1500) }
+          crashes.push(crash)
+          log(`${proc.name} failed its first start; starting it again`)
+          await sleep(1_000)
+          const ms = await topology.start(proc)
+          proc.restarts += 1
+          crash.restartMs = ms
+          return ms
+        }),
+      ),
+    )
+    log(`topology ready: ${processes.map((proc, i) => `${proc.name} ${((times[i] as number) / 1000).toFixed(1)} s`).join(', ')}`)
+    return topology
+  } catch (error) {
+    for (const done of started.reverse()) await done().catch(() => {})
+    for (const group of liveGroups) killGroup(group)
+    // The start failed: nothing of it is kept (its error says why).
+    if (created) {
+      const cleanup = await openAdmin()
+      await cleanup.exec(`drop database if exists ${created} with (force)`).finally(() => cleanup.close())
+    }
+    rmSync(root, { recursive: true, force: true })
+    throw error
+  }
+}
