@@ -14,7 +14,8 @@
 import { randomInt } from 'node:crypto'
 import { postgresUnreachable } from '../test/helpers/crash-drill.ts'
 import { SERVICE_ADDRESS, startTopology, type Topology } from '../test/helpers/topology.ts'
-import { FAULT_KINDS, type FaultKind, planFaults, runFaults, seeded } from '../test/helpers/topology-faults.ts'
+import { seededRandom } from '../test/helpers/signals.ts'
+import { FAULT_KINDS, type FaultKind, planFaults, runFaults } from '../test/helpers/topology-faults.ts'
 import { checkMoney, judgeCalls, quiesce, table } from '../test/helpers/topology-invariants.ts'
 import { fundBuyers, startLoad } from '../test/helpers/topology-load.ts'
 
@@ -41,7 +42,7 @@ process.once('SIGTERM', () => process.exit(143))
 const began = performance.now()
 const log = (line: string) => console.log(`[${((performance.now() - began) / 1000).toFixed(1).padStart(6)} s] ${line}`)
 log(`seed ${seed} (DRILL_SEED=${seed} replays the fault plan); ${minutes} min of load, ${faultCount} faults of ${kinds.join(',')}`)
-const random = seeded(seed)
+const random = seededRandom(seed)
 const plan = planFaults(random, minutes * 60_000, faultCount, kinds)
 log(`fault plan: ${plan.map((step) => `${(step.at / 1000).toFixed(0)} s ${step.kind}`).join(', ')}`)
 

@@ -24,6 +24,8 @@ import { openKeyValue } from '../../src/platform/kv/index.ts'
 import { type CliProcess, startCli } from './cli.ts'
 import { openAdmin, PG_URL, REDIS_URL, redactUrl } from './servers.ts'
 import { ownerCall } from './owner-call.ts'
+import { disownGroup, killGroup, ownGroup } from './process-groups.ts'
+import { seededRandom } from './signals.ts'
 
 /** Enough that no buyer runs dry (a broke buyer's cut-off payment is decided only after its validBefore). */
 const MINTED = 1_000_000_000n
@@ -93,6 +95,11 @@ interface Buyer {
   purchases: number
   /** The payment-identifier of the purchase the kill cut off, retried after the restart. */
   cutPurchase?: string
+}
+
+/** The drills' paid task: on demand (never runs), so its whole escrow comes back when it is deleted. */
+export function drillTask(amountMicros: number): Record<string, unknown> {
+  return { runtime: 'python', entrypoint: 'main.py', source: 'print(1)', max_runtime_sec: 10, max_sibling_calls: 0, max_amount_usdc_micros: amountMicros }
 }
 
 /** @x402/fetch whose payments carry the x402 payment-identifier `id` (as the extension's client helper attaches it). */
@@ -166,17 +173,6 @@ function usdc(micros: bigint): string {
   return `${sign}${abs / 1_000_000n}.${(abs % 1_000_000n).toString().padStart(6, '0')} USDC`
 }
 
-/** mulberry32: a seed gives the same kill times again. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = Math.imul(a ^ (a >>> 15), 1 | a)
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296
-  }
-}
-
 /** Live (non-zombie) processes of a process group, as `pid name`. */
 function groupMembers(pgid: number): string[] {
   let entries: string[]
@@ -214,26 +210,6 @@ async function groupGone(pgid: number, timeoutMs: number): Promise<string[]> {
     if (members.length === 0 || Date.now() > deadline) return members
     await sleep(50)
   }
-}
-
-function killGroup(pgid: number): void {
-  try {
-    process.kill(-pgid, 'SIGKILL')
-  } catch {
-    // already gone
-  }
-}
-
-// The CLIs lead their own groups, so nothing else kills them if this process ends first.
-const liveGroups = new Set<number>()
-let exitHook = false
-function ownGroup(pgid: number): void {
-  liveGroups.add(pgid)
-  if (exitHook) return
-  exitHook = true
-  process.on('exit', () => {
-    for (const group of liveGroups) killGroup(group)
-  })
 }
 
 /** Why the Postgres drill cannot run here (Postgres or Redis unreachable), or undefined. */
@@ -289,14 +265,7 @@ function startLoad(cli: CliProcess, buyers: Buyer[], problems: string[]) {
             : await pay(`${cli.scheduler}/api/v1/tasks`, {
                 method: 'POST',
                 headers: { 'content-type': 'application/json', 'idempotency-key': `drill-${randomBytes(8).toString('hex')}`, 'x-pay-amount-micros': String(TASK_AMOUNT) },
-                body: JSON.stringify({
-                  runtime: 'python',
-                  entrypoint: 'main.py',
-                  source: 'print(1)',
-                  max_runtime_sec: 10,
-                  max_sibling_calls: 0,
-                  max_amount_usdc_micros: TASK_AMOUNT,
-                }),
+                body: JSON.stringify(drillTask(TASK_AMOUNT)),
               })
         if (res.ok) {
           if (purchaseId !== undefined) buyer.purchases += 1
@@ -329,7 +298,7 @@ export async function crashDrill(options: DrillOptions): Promise<DrillResult> {
   if (options.kill.length === 0) throw new Error('crashDrill: kill needs at least one kind')
   const log = options.log ?? (() => {})
   const seed = options.seed ?? randomInt(2 ** 31)
-  const random = seeded(seed)
+  const random = seededRandom(seed)
   log(`seed ${seed} (SEED=${seed} replays the kill times); ${options.database}, ${options.rounds} rounds of ${options.workers} new buyers, kills ${options.kill.join(',')}`)
   const keep = process.env.DRILL_KEEP !== undefined
   const database = options.database === 'postgres' ? await throwawayPostgres() : undefined
@@ -415,7 +384,7 @@ export async function crashDrill(options: DrillOptions): Promise<DrillResult> {
         const left = await groupGone(pgid, 10_000)
         if (left.length > 0) problems.push(`left behind by the killed service: ${left.join(', ')}`)
       }
-      liveGroups.delete(pgid)
+      disownGroup(pgid)
 
       // The purchases the kill cut off, retried with their payment-identifier and a new payment, as a
       // client that lost its answer does: answered (the first answer, or a new purchase if the first
@@ -488,7 +457,7 @@ export async function crashDrill(options: DrillOptions): Promise<DrillResult> {
       if (overdrawn > 0) problems.push(`the refund wallet was overdrawn: 'transfer amount exceeds balance' ${overdrawn} times in the CLI output`)
       const code = await second.stop()
       if (code !== 0) problems.push(`graceful stop (SIGTERM) exited with ${code}:\n${tail(second.output(), 2000)}`)
-      liveGroups.delete(second.child.pid as number)
+      disownGroup(second.child.pid as number)
       cli = undefined
 
       const db = database ? await openDb({ kind: 'postgres', url: database.url, poolMax: 1 }) : await openDb({ kind: 'pglite', dataDir: path.join(dataDir, 'pgdata') })
@@ -573,7 +542,7 @@ export async function crashDrill(options: DrillOptions): Promise<DrillResult> {
       const pgid = cli.child.pid as number
       killGroup(pgid)
       await cli.stop('SIGKILL')
-      liveGroups.delete(pgid)
+      disownGroup(pgid)
     }
     if (keep) log(`kept ${dataDir}${database ? ` and database ${database.name}` : ''}`)
     else rmSync(dataDir, { recursive: true, force: true })

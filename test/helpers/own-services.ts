@@ -5,10 +5,10 @@
 // machine's does, so a restart loses what it held, as a cache restart in production does.
 import { type ChildProcess, execFile, spawn } from 'node:child_process'
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
-import { createServer } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
+import { freePort } from './cli.ts'
 
 const run = promisify(execFile)
 
@@ -20,17 +20,6 @@ export function postgresBin(): string | undefined {
     .filter((name) => /^\d+$/.test(name) && existsSync(path.join(root, name, 'bin', 'pg_ctl')))
     .sort((a, b) => Number(b) - Number(a))
   return majors[0] === undefined ? undefined : path.join(root, majors[0], 'bin')
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address()
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0))
-    })
-  })
 }
 
 export interface OwnPostgres {

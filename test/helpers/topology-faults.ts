@@ -25,17 +25,6 @@ export interface Fault {
   error?: string
 }
 
-/** mulberry32: one seed gives the same fault moments, kinds and targets again. */
-export function seeded(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = Math.imul(a ^ (a >>> 15), 1 | a)
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296
-  }
-}
-
 export interface FaultPlan {
   at: number // ms after the load started
   kind: FaultKind

@@ -12,6 +12,7 @@ import { appendPaymentIdentifierToExtensions } from '@x402/extensions/payment-id
 import { createSIWxPayload, encodeSIWxHeader } from '@x402/extensions/sign-in-with-x'
 import { wrapFetchWithPayment } from '@x402/fetch'
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from 'viem/accounts'
+import { drillTask } from './crash-drill.ts'
 import { ownerCall } from './owner-call.ts'
 import type { Topology } from './topology.ts'
 
@@ -167,14 +168,7 @@ export function startLoad(topology: Topology, buyers: Buyer[], options: { paceMs
           pay(`${scheduler}/api/v1/tasks`, {
             method: 'POST',
             headers: { 'content-type': 'application/json', 'idempotency-key': `topo-${randomBytes(8).toString('hex')}`, 'x-pay-amount-micros': String(TASK_AMOUNT) },
-            body: JSON.stringify({
-              runtime: 'python',
-              entrypoint: 'main.py',
-              source: 'print(1)',
-              max_runtime_sec: 10,
-              max_sibling_calls: 0,
-              max_amount_usdc_micros: TASK_AMOUNT,
-            }),
+            body: JSON.stringify(drillTask(TASK_AMOUNT)),
             signal: timeout(),
           }),
         )

@@ -19,6 +19,7 @@ import { privateKeyToAccount } from 'viem/accounts'
 import { ANVIL_ACCOUNT_0_KEY, type StartedDevChain, startDevChain } from '../../src/payments/chain/dev.ts'
 import type { Role } from '../../src/platform/roles.ts'
 import { type CliProcess, freePort, repoRoot, startCli } from './cli.ts'
+import { disownGroup, killGroup, killOwnedGroups, ownGroup } from './process-groups.ts'
 import { openAdmin, PG_URL, REDIS_URL } from './servers.ts'
 import { type Backend, type Front, startFront } from './topology-front.ts'
 
@@ -90,25 +91,6 @@ export interface Topology {
 
 const execFileAsync = promisify(execFile)
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-// The CLIs lead their own process groups: nothing else kills them if the drill dies first.
-const liveGroups = new Set<number>()
-let exitHook = false
-function own(pid: number): void {
-  liveGroups.add(pid)
-  if (exitHook) return
-  exitHook = true
-  process.on('exit', () => {
-    for (const group of liveGroups) killGroup(group)
-  })
-}
-function killGroup(pgid: number): void {
-  try {
-    process.kill(-pgid, 'SIGKILL')
-  } catch {
-    // gone already
-  }
-}
 
 /** Polls `url` until it answers 200; the ms waited, or throws after `timeoutMs`. */
 export async function untilReady(url: string, timeoutMs: number): Promise<number> {
@@ -280,14 +262,14 @@ export async function startTopology(options: TopologyOptions = {}): Promise<Topo
         killGroup(pgid)
         proc.endpoint.ready = false
         await cli.stop('SIGKILL')
-        liveGroups.delete(pgid)
+        disownGroup(pgid)
         saveOutput(proc, cli, 'killed')
         proc.cli = undefined
       },
       async start(proc) {
         const begun = performance.now()
         const cli = await startCli({ args: [proc.role], env: proc.env, detached: true, readyTimeoutMs: 120_000 })
-        own(cli.child.pid as number)
+        ownGroup(cli.child.pid as number)
         proc.cli = cli
         proc.expectExit = false
         cli.child.once('exit', (code, signal) => {
@@ -297,7 +279,7 @@ export async function startTopology(options: TopologyOptions = {}): Promise<Topo
           crashes.push(crash)
           proc.endpoint.ready = false
           saveOutput(proc, cli, `crashed (${code ?? signal})`)
-          liveGroups.delete(cli.child.pid as number)
+          disownGroup(cli.child.pid as number)
           killGroup(cli.child.pid as number)
           proc.cli = undefined
           log(`${proc.name} exited on its own (${code ?? signal}); restarting it`)
@@ -339,7 +321,7 @@ export async function startTopology(options: TopologyOptions = {}): Promise<Topo
             const code = await Promise.race([cli.stop('SIGTERM'), sleep(15_000).then(() => 'timeout' as const)])
             if (code === 'timeout') log(`${proc.name} did not stop within 15 s of SIGTERM; killed`)
             killGroup(pgid)
-            liveGroups.delete(pgid)
+            disownGroup(pgid)
             saveOutput(proc, cli, `stopped (${code})`)
             proc.cli = undefined
           }),
@@ -375,7 +357,7 @@ export async function startTopology(options: TopologyOptions = {}): Promise<Topo
     return topology
   } catch (error) {
     for (const done of started.reverse()) await done().catch(() => {})
-    for (const group of liveGroups) killGroup(group)
+    killOwnedGroups()
     // The start failed: nothing of it is kept (its error says why).
     if (created) {
       const cleanup = await openAdmin()
