@@ -23,6 +23,8 @@
 //   replicas install the schema at once, which pg-boss expects and ignores) our transaction rolls
 //   the block back. A bare exec() would leave a pooled connection — or PGlite's only one — inside
 //   an aborted transaction block, failing every later statement on it.
+// - create_queue creates and attaches a partition of the job table; replicas doing it at once
+//   deadlock on the parent's locks, so it runs in a transaction behind an advisory lock per schema.
 // - pg-boss completes and fails a job without awaiting the call; a rejection there would be an
 //   unhandled rejection (a crash). Those two commands are recognised and their errors logged
 //   instead (the job then stays 'active' until maintenance expires and retries it).
@@ -138,6 +140,8 @@ interface PgBossPlans {
 }
 
 const TX_SCRIPT = /^\s*BEGIN\s*;/i
+/** pg-boss's create_queue call: it creates and attaches a partition of the job table. */
+const CREATE_QUEUE = /^\s*SELECT\s+\w+\.create_queue\(/i
 const SCHEMA_RE = /^[A-Za-z_][A-Za-z0-9_]{0,49}$/
 const DEFAULT_STOP_TIMEOUT_MS = 10_000
 /** After their signals abort, how long handlers get to settle. */
@@ -220,6 +224,16 @@ class PgBossJobQueue implements JobQueue {
       if (params.length === 0 && TX_SCRIPT.test(text)) {
         await this.#db.transaction((tx) => tx.exec(text))
         return { rows: [] }
+      }
+      if (CREATE_QUEUE.test(text)) {
+        // Two replicas attaching partitions at once deadlock on the job table's locks (40P01, seen
+        // when every role of a fresh install starts together): one creation at a time per schema.
+        return {
+          rows: await this.#db.transaction(async (tx) => {
+            await tx.query('select pg_advisory_xact_lock(hashtext($1))', [`agent-gateway:pg-boss:create_queue:${this.schema}`])
+            return tx.query(text, params)
+          }),
+        }
       }
       return { rows: await this.#db.query(text, params) }
     } catch (err) {

@@ -76,6 +76,16 @@ async function suite(t: Test, backend: Backend): Promise<void> {
     t.same(seen, [id])
   })
 
+  await t.test('replicas declaring queues at once (a fresh install rolling out): no deadlock, every queue once', async (t) => {
+    const replicas = await Promise.all([open(), open(), open()])
+    const names = Array.from({ length: 12 }, (_, n) => `t.declare.${n}`)
+    // Each replica in its own order, as roles open their modules in different orders.
+    const results = await Promise.allSettled(replicas.map((queue, r) => Promise.all((r % 2 ? [...names].reverse() : names).map((name) => queue.declare(name, { retryLimit: 3 })))))
+    const failed = results.flatMap((result) => (result.status === 'rejected' ? [String((result.reason as Error)?.message ?? result.reason)] : []))
+    t.same(failed, [], 'no declaration failed (pg-boss creates a partition per queue: concurrent ATTACH PARTITIONs deadlock unless serialised)')
+    const [row] = await backend.admin.query<{ n: string }>(`select count(*)::text as n from ${schema}.queue where name like 't.declare.%'`)
+    t.equal(row?.n, String(names.length))
+  })
   await t.test('two replicas working one queue: every job handled exactly once', async (t) => {
     const a = await open()
     const b = await open()
