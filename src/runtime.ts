@@ -15,6 +15,7 @@ import type { Logger } from './platform/logger.ts'
 import type { Db } from './platform/db/index.ts'
 import { openDatabase, openPlatformDb } from './platform/db/open.ts'
 import { lockDataDir } from './platform/data-dir-lock.ts'
+import { createHostPolicy } from './platform/host-policy.ts'
 import type { KeyValue } from './platform/kv/index.ts'
 import { systemClock } from './platform/clock.ts'
 import { ROLES, type Role } from './platform/roles.ts'
@@ -262,6 +263,12 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
       let catalog: Catalog | undefined
       let deps: ServiceAppDeps | undefined
       const readiness = { database: () => dbOpen.ping(), kv: () => kvOpen.ping() }
+      // Every listener answers the same hosts: those of the URLs this deployment is configured with.
+      const hosts = createHostPolicy({
+        bindHost: config.host,
+        urls: [config.publicBaseUrl, config.publicSchedulerUrl, config.publicMemoryUrl, config.publicMediaUrl, config.schedulerInternalUrl, config.mediaUrl],
+        allowedHosts: config.allowedHosts,
+      })
       let diagnostics: ServiceAppDeps['diagnostics'] = { settlements: () => stuckSettlements(dbOpen) }
       if (paymentModules && payments) {
         const [, { registry }, { createCatalog }] = paymentModules
@@ -280,6 +287,7 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
           offerReceiptSigners: payments.offerReceipt.signerAddresses,
           readiness,
           diagnostics,
+          hosts,
         }
       }
       timer.mark('payments')
@@ -549,6 +557,7 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
             bodyLimitBytes: config.bodyLimitBytes,
             readiness,
             diagnostics: { ...diagnostics, tools: () => service.prerequisites() },
+            hosts,
             service,
             blobs,
             internalToken: config.mediaInternalToken as string,
@@ -559,7 +568,7 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
         planned.push({
           name: 'controller',
           port: config.controllerPort,
-          app: createHttpApp({ name: 'controller', logger, metrics, bodyLimitBytes: config.bodyLimitBytes, readiness, diagnostics }),
+          app: createHttpApp({ name: 'controller', logger, metrics, bodyLimitBytes: config.bodyLimitBytes, readiness, diagnostics, hosts }),
         })
       }
 

@@ -20,6 +20,8 @@ export interface ServiceAppDeps {
   readiness: Record<string, ReadinessCheck>
   /** Reported by /readyz under `detail` without making it 503 (see createHttpApp). */
   diagnostics?: HttpAppOptions['diagnostics']
+  /** The hosts and origins the listener answers (see createHttpApp). */
+  hosts?: HttpAppOptions['hosts']
   /**
    * The listener's payments, as far as this factory needs them: the paywall a browser gets instead
    * of a 402's JSON (typed here, not imported: the catalog does not depend on src/payments).
@@ -36,6 +38,7 @@ export function createServiceApp(scope: ServerName, deps: ServiceAppDeps, handle
     readiness: deps.readiness,
     diagnostics: deps.diagnostics,
     problemPages: deps.payments?.paywall.pagesFor(scope),
+    hosts: deps.hosts,
   })
   // Set by the payments access rule before a paid handler runs (see src/payments/access.ts).
   app.decorateRequest('payment', null)

@@ -12,6 +12,8 @@ export type LogFormat = 'json' | 'pretty'
 
 export interface Config {
   host: string
+  /** ALLOWED_HOSTS: extra hosts the listeners answer (exact or `*.suffix`; `*` = any); undefined = unset. */
+  allowedHosts: string[] | undefined
   gatewayPort: number
   schedulerPort: number
   memoryPort: number
@@ -162,6 +164,11 @@ interface Variable {
 /** Every variable the service reads, in README order. `default` is documentation text. */
 export const configVariables: readonly Variable[] = [
   { name: 'HOST', default: '127.0.0.1', doc: 'Interface every listener binds to (0.0.0.0 in a container).' },
+  {
+    name: 'ALLOWED_HOSTS',
+    default: '(unset)',
+    doc: 'Hosts the listeners answer beside those of the configured URLs, loopback names and IP literals: comma-separated names or *.suffix, * for any. The check (DNS rebinding, cross-site writes) is on when HOST is loopback or this is set.',
+  },
   { name: 'GATEWAY_PORT', default: '4020', doc: 'Port of the gateway ({base_url}).' },
   { name: 'SCHEDULER_PORT', default: '4021', doc: 'Port of the scheduler API ({scheduler_url}).' },
   { name: 'MEMORY_PORT', default: '4022', doc: 'Port of the memory service.' },
@@ -484,8 +491,17 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   const blobStore = env.BLOB_STORE || 'local'
   if (blobStore !== 'local' && blobStore !== 's3') throw new ConfigError('BLOB_STORE', `must be local or s3, got "${blobStore}"`)
   const publicBaseUrl = stripSlash(readUrl(env, 'PUBLIC_BASE_URL', http) ?? `http://${linkHost}:${gatewayPort}`)
+  const allowedHosts =
+    env.ALLOWED_HOSTS === undefined || env.ALLOWED_HOSTS.trim() === ''
+      ? undefined
+      : env.ALLOWED_HOSTS.split(',')
+          .map((entry) => entry.trim())
+          .filter(Boolean)
+  const badHost = allowedHosts?.find((entry) => entry !== '*' && !/^(\*\.)?[A-Za-z0-9.:[\]-]{1,253}$/.test(entry))
+  if (badHost !== undefined) throw new ConfigError('ALLOWED_HOSTS', `must be comma-separated host names, *.suffix or *, got "${badHost.slice(0, 100)}"`)
   return {
     host,
+    allowedHosts,
     gatewayPort,
     schedulerPort,
     memoryPort,

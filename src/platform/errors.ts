@@ -27,6 +27,8 @@ export const errorCatalogue = {
   payload_too_large: { status: 413, title: 'Request body too large' },
   route_not_found: { status: 404, title: 'No such route' },
   method_not_allowed: { status: 405, title: 'Method not allowed' },
+  host_not_allowed: { status: 421, title: 'This server does not answer for that host' },
+  origin_not_allowed: { status: 403, title: 'Cross-site request refused' },
   not_found: { status: 404, title: 'Not found' },
   range_not_satisfiable: { status: 416, title: 'Range not satisfiable' },
   not_implemented: { status: 501, title: 'Operation not implemented yet' },

@@ -19,6 +19,7 @@ import { unavailableDependency } from './dependency-errors.ts'
 import { bodyDepthError } from './json-depth.ts'
 import type { Logger } from './logger.ts'
 import type { Metrics, RequestObserver } from './metrics.ts'
+import type { HostPolicy } from './host-policy.ts'
 import { rejectUnsafeText } from './text-safety.ts'
 
 /** A dependency that is not ready may say why, and what fixes it; /readyz shows both under `reasons`. */
@@ -45,6 +46,8 @@ export interface HttpAppOptions {
   diagnostics?: Record<string, () => Promise<Record<string, unknown> | undefined>>
   /** HTML pages some problems are answered with instead of problem+json (a paywall for a browser). */
   problemPages?: ProblemPages
+  /** The Host and Origin this listener answers (src/platform/host-policy.ts); undefined = any. */
+  hosts?: HostPolicy | undefined
 }
 
 /** An HTML answer to a problem: its status and every header it carries. */
@@ -407,6 +410,21 @@ export function createHttpApp(options: HttpAppOptions): FastifyInstance {
     return true
   }
 
+  /** Answers a request for a host or from an origin that is not ours before any route or prepared answer. */
+  const refuseHost = (policy: HostPolicy, request: IncomingMessage, response: ServerResponse): boolean => {
+    const origin = request.headers.origin
+    const refusal = policy.check(request.headers.host, Array.isArray(origin) ? origin[0] : origin, request.method ?? 'GET')
+    if (refusal === undefined) return false
+    const started = performance.now()
+    const id = genReqId(request)
+    const problem = { ...new AppError(refusal.code, refusal.detail).toProblem(), field: refusal.code === 'host_not_allowed' ? 'header.host' : 'header.origin' }
+    const body = JSON.stringify(problem)
+    response.writeHead(problem.status, { 'content-type': PROBLEM_CONTENT_TYPE, 'content-length': Buffer.byteLength(body), 'x-request-id': id, connection: 'close' })
+    response.end(body)
+    lifecycle.preparedCompleted(request.method ?? 'GET', 'refused', request.url ?? '', id, problem.status, performance.now() - started)
+    return true
+  }
+
   const app = Fastify({
     loggerInstance: lazyChild(options.logger as FastifyBaseLogger, { listener: options.name }, undefined),
     logController: lifecycle,
@@ -414,6 +432,7 @@ export function createHttpApp(options: HttpAppOptions): FastifyInstance {
     serverFactory: (handler, serverOptions) => {
       const settings = serverOptions as { http?: object; keepAliveTimeout: number; requestTimeout: number; connectionTimeout: number; maxRequestsPerSocket: number }
       const server = createServer(settings.http ?? {}, (request, response) => {
+        if (options.hosts && refuseHost(options.hosts, request, response)) return
         if (!answerPrepared(request, response)) handler(request, response)
       })
       server.keepAliveTimeout = settings.keepAliveTimeout

@@ -171,3 +171,12 @@ t.test('the documented table lists every variable', async (t) => {
   const table = configTable()
   for (const variable of configVariables) t.match(table, `\`${variable.name}\``)
 })
+
+t.test('ALLOWED_HOSTS: a list of names or *.suffix, * for any; anything else names the variable', async (t) => {
+  t.equal(loadConfig({}).allowedHosts, undefined)
+  t.same(loadConfig({ ALLOWED_HOSTS: ' gw.example.com, *.svc.cluster.local ,' }).allowedHosts, ['gw.example.com', '*.svc.cluster.local'])
+  t.same(loadConfig({ ALLOWED_HOSTS: '*' }).allowedHosts, ['*'])
+  for (const bad of ['gw.example.com/path', 'a b', 'http://gw.example.com', '\u0000']) {
+    t.throws(() => loadConfig({ ALLOWED_HOSTS: bad }), { name: 'ConfigError', message: /ALLOWED_HOSTS/ }, JSON.stringify(bad))
+  }
+})
