@@ -7,7 +7,8 @@ import type { KeyValue } from '../platform/kv/index.ts'
 import type { Logger } from '../platform/logger.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Registry } from '../catalog/types.ts'
-import { createRpcChain, type ChainPort, type DevChain } from './chain/index.ts'
+import { privateKeyToAddress } from 'viem/accounts'
+import { createRpcChain, postgresWalletLock, walletLockKey, type ChainPort, type DevChain } from './chain/index.ts'
 import { startDevChain } from './chain/dev.ts'
 import { createMpp, mppChainTruth, mppReconciler, tempoClientFromUrl } from './mpp/index.ts'
 import { x402ChainTruth, x402Method, x402Reconciler } from './x402/method.ts'
@@ -93,11 +94,14 @@ export async function openPayments(options: PaymentsOptions): Promise<Payments> 
   if (options.chain) {
     chain = options.chain
   } else if (options.chainRpcUrl) {
+    const privateKey = options.settlerPrivateKey as `0x${string}`
     chain = createRpcChain({
       rpcUrl: options.chainRpcUrl,
-      privateKey: options.settlerPrivateKey as `0x${string}`,
+      privateKey,
       confirmations: options.chainConfirmations ?? defaultConfirmations(BASE_CHAIN_ID),
       logger,
+      // Replicas on one Postgres share the settler key: its nonces are allocated under one lock.
+      ...(db.kind === 'postgres' ? { walletLock: postgresWalletLock(db, walletLockKey(BASE_CHAIN_ID, privateKeyToAddress(privateKey)), logger) } : {}),
     })
   } else {
     devChain = await startDevChain({ dataDir: path.join(options.dataDir, 'chain'), logger })

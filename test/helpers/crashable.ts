@@ -92,6 +92,7 @@ export function crashableChain(chain: ChainPort, life: ProcessLife): ChainPort {
     authorizationFate: (from, nonce, validBefore) => life.step('chain: authorizationFate', () => chain.authorizationFate(from, nonce, validBefore)),
     settleAuthorization: (auth, signature, options) => life.step('chain: settleAuthorization', () => chain.settleAuthorization(auth, signature, options)),
     settlementStatus: (hash) => life.step('chain: settlementStatus', () => chain.settlementStatus(hash)),
+    transactionKnown: (hash) => life.step('chain: transactionKnown', () => chain.transactionKnown(hash)),
     isAuthorizationUsed: (from, nonce) => life.step('chain: isAuthorizationUsed', () => chain.isAuthorizationUsed(from, nonce)),
     findAuthorizationTx: (from, nonce) => life.step('chain: findAuthorizationTx', () => chain.findAuthorizationTx(from, nonce)),
     transfer: (to, amount, options) =>

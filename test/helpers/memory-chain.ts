@@ -215,6 +215,11 @@ export function memoryChain(token: MemoryUsdc, options: { serviceAddress?: Addre
       const receipt = token.receipt(txHash)
       return receipt ? (receipt.status === 'success' ? 'confirmed' : 'failed') : 'pending'
     },
+    async transactionKnown(txHash) {
+      assertOpen()
+      // Nothing waits in a mempool here: a transaction is known once mined.
+      return token.receipt(txHash) !== undefined
+    },
     async isAuthorizationUsed(from, nonce) {
       assertOpen()
       return token.authorizationState(from, nonce)

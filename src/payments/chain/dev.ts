@@ -171,6 +171,7 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
         return chain.authorizationFate(from, nonce, validBefore)
       },
       settlementStatus: (txHash) => chain.settlementStatus(txHash),
+      transactionKnown: (txHash) => chain.transactionKnown(txHash),
       isAuthorizationUsed: (from, nonce) => chain.isAuthorizationUsed(from, nonce),
       findAuthorizationTx: (from, nonce) => chain.findAuthorizationTx(from, nonce),
       transfer: (to, amount, opts) => saved(chain.transfer(to, amount, opts)),

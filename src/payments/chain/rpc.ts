@@ -6,12 +6,15 @@
 // (the tx hash is known before anything leaves the process) → eth_sendRawTransaction → wait for
 // the receipt. If the RPC does not answer the broadcast, the tx may or may not be out: that is
 // `pending` with the locally computed hash, never `failed` and never a re-broadcast.
-// Broadcasts are serialized per adapter with a locally tracked nonce (one adapter per wallet).
+// Broadcasts are serialized per adapter. Replicas that share the wallet key also pass a
+// `walletLock` (held across processes around nonce → sign → send); without one, the nonce is
+// tracked locally (one adapter per wallet).
 import {
   BaseError,
   ContractFunctionRevertedError,
   HttpRequestError,
   TimeoutError,
+  TransactionNotFoundError,
   TransactionReceiptNotFoundError,
   WaitForTransactionReceiptTimeoutError,
   createPublicClient,
@@ -54,14 +57,30 @@ export interface RpcChainOptions {
    */
   finalBlock?: (head: bigint, needed: bigint) => Promise<bigint>
   logger?: ChainLogger
+  /**
+   * Held around "choose a nonce → sign → onSigned → broadcast" (and a resend) by every process
+   * that signs with this wallet, so replicas never pick the same nonce. With it, the nonce is read
+   * from the node each time (another holder may have used the next one). Default: none (this
+   * process is the wallet's only writer).
+   */
+  walletLock?: WalletLock
 }
+
+/** Runs fn while no other process that signs with the same wallet runs its own. */
+export type WalletLock = <T>(fn: () => Promise<T>) => Promise<T>
 
 export interface RpcChain extends ChainPort {
   kind: 'rpc'
 }
 
 const DEFAULT_CONFIRMATION_TIMEOUT_MS = 30_000
-const MAX_NONCE_RETRIES = 2
+/**
+ * How long a broadcast keeps retrying nonce conflicts: with a walletLock only a writer outside it
+ * (another tool on the same key) causes them, without one every replica does; either settles within
+ * a few blocks.
+ */
+const NONCE_RETRY_MS = 10_000
+const NONCE_ERROR = /nonce too low|nonce has already been used|replacement transaction underpriced|nonce too high/i
 /** How far back findAuthorizationTx looks (about 5.5 hours of Base blocks). */
 const AUTHORIZATION_LOOKBACK_BLOCKS = 10_000n
 
@@ -99,6 +118,7 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
   /** Next nonce of the service wallet; undefined = ask the node (`pending`). */
   let nextNonce: number | undefined
   let writeQueue: Promise<unknown> = Promise.resolve()
+  const walletLock: WalletLock = options.walletLock ?? ((fn) => fn())
 
   function assertOpen(): void {
     if (closed) throw new Error('chain port is closed')
@@ -118,59 +138,81 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
     chainChecked = true
   }
 
+  /** The nonce to sign with: the node's `pending` count, unless this process is the only writer and knows better. */
+  async function chooseNonce(): Promise<number> {
+    if (nextNonce !== undefined && options.walletLock === undefined) return nextNonce
+    const pending = await publicClient.getTransactionCount({ address: account.address, blockTag: 'pending' })
+    // A node may not count a transaction it accepted a moment ago: our own last one is a floor.
+    return nextNonce !== undefined && nextNonce > pending ? nextNonce : pending
+  }
+
+  /** One attempt, under the wallet lock: nonce → sign → onSigned → send. `retry`: a nonce conflict. */
+  async function attempt(data: Hex, onSigned?: (tx: SignedTransaction) => Promise<void>): Promise<Broadcast | { outcome: 'retry'; nonce: number; reason: string }> {
+    let nonce: number
+    let hash: Hex
+    let serializedTransaction: Hex
+    try {
+      await ensureChain()
+      nonce = await chooseNonce()
+      // Fills gas (eth_estimateGas) and EIP-1559 fees; signing is local.
+      const request = await walletClient.prepareTransactionRequest({ account, chain, to: usdc, data, nonce, type: 'eip1559' })
+      serializedTransaction = await account.signTransaction({
+        type: 'eip1559',
+        chainId,
+        to: usdc,
+        data,
+        nonce,
+        gas: request.gas,
+        maxFeePerGas: request.maxFeePerGas,
+        maxPriorityFeePerGas: request.maxPriorityFeePerGas,
+      })
+      hash = keccak256(serializedTransaction)
+    } catch (err) {
+      // Nothing has left the process.
+      return { outcome: 'rejected', reason: errorReason(err) }
+    }
+    if (onSigned) {
+      try {
+        await onSigned({ hash, nonce, raw: serializedTransaction })
+      } catch (err) {
+        // Not recorded, so not sent: the nonce stays free for the next transaction.
+        return { outcome: 'rejected', reason: `could not record the signed transaction: ${errorReason(err)}` }
+      }
+    }
+    try {
+      await publicClient.sendRawTransaction({ serializedTransaction })
+      nextNonce = nonce + 1
+      return { outcome: 'sent', hash }
+    } catch (err) {
+      const reason = errorReason(err)
+      if (/already known|known transaction|already imported/i.test(reason)) {
+        nextNonce = nonce + 1
+        return { outcome: 'sent', hash }
+      }
+      nextNonce = undefined // re-read from the node next time
+      if (isTransportError(err)) return { outcome: 'unknown', hash, reason }
+      if (NONCE_ERROR.test(reason)) return { outcome: 'retry', nonce, reason }
+      return { outcome: 'rejected', reason }
+    }
+  }
+
   /** Signs locally and broadcasts `data` to USDC from the service wallet (after `onSigned`, if given). */
   function broadcast(data: Hex, onSigned?: (tx: SignedTransaction) => Promise<void>): Promise<Broadcast> {
     return exclusive(async () => {
-      for (let attempt = 0; ; attempt++) {
-        let nonce: number
-        let hash: Hex
-        let serializedTransaction: Hex
+      const deadline = performance.now() + NONCE_RETRY_MS
+      for (let tries = 1; ; tries++) {
+        let result: Awaited<ReturnType<typeof attempt>>
         try {
-          await ensureChain()
-          nonce = nextNonce ?? (await publicClient.getTransactionCount({ address: account.address, blockTag: 'pending' }))
-          // Fills gas (eth_estimateGas) and EIP-1559 fees; signing is local.
-          const request = await walletClient.prepareTransactionRequest({ account, chain, to: usdc, data, nonce, type: 'eip1559' })
-          serializedTransaction = await account.signTransaction({
-            type: 'eip1559',
-            chainId,
-            to: usdc,
-            data,
-            nonce,
-            gas: request.gas,
-            maxFeePerGas: request.maxFeePerGas,
-            maxPriorityFeePerGas: request.maxPriorityFeePerGas,
-          })
-          hash = keccak256(serializedTransaction)
+          result = await walletLock(() => attempt(data, onSigned))
         } catch (err) {
-          // Nothing has left the process.
+          // The lock itself failed before anything was signed.
           return { outcome: 'rejected', reason: errorReason(err) }
         }
-        if (onSigned) {
-          try {
-            await onSigned({ hash, nonce, raw: serializedTransaction })
-          } catch (err) {
-            // Not recorded, so not sent: the nonce stays free for the next transaction.
-            return { outcome: 'rejected', reason: `could not record the signed transaction: ${errorReason(err)}` }
-          }
-        }
-        try {
-          await publicClient.sendRawTransaction({ serializedTransaction })
-          nextNonce = nonce + 1
-          return { outcome: 'sent', hash }
-        } catch (err) {
-          const reason = errorReason(err)
-          if (/already known|known transaction|already imported/i.test(reason)) {
-            nextNonce = nonce + 1
-            return { outcome: 'sent', hash }
-          }
-          nextNonce = undefined // re-read from the node next time
-          if (isTransportError(err)) return { outcome: 'unknown', hash, reason }
-          if (attempt < MAX_NONCE_RETRIES && /nonce too low|nonce has already been used|replacement transaction underpriced|nonce too high/i.test(reason)) {
-            log?.warn({ nonce, reason }, 'chain: stale nonce, retrying with a fresh one')
-            continue
-          }
-          return { outcome: 'rejected', reason }
-        }
+        if (result.outcome !== 'retry') return result
+        if (performance.now() >= deadline) return { outcome: 'rejected', reason: result.reason }
+        log?.warn({ nonce: result.nonce, reason: result.reason, tries }, 'chain: nonce taken by another writer, retrying with a fresh one')
+        // Outside the lock: the other writer's transaction gets a moment to reach the node.
+        await new Promise((resolve) => setTimeout(resolve, Math.min(1_000, 50 * tries) + Math.random() * 100))
       }
     })
   }
@@ -320,6 +362,17 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
       }
     },
 
+    async transactionKnown(txHash) {
+      assertOpen()
+      try {
+        await publicClient.getTransaction({ hash: txHash })
+        return true
+      } catch (err) {
+        if (err instanceof BaseError && err.walk((e) => e instanceof TransactionNotFoundError)) return false
+        throw err
+      }
+    },
+
     async isAuthorizationUsed(from, nonce) {
       assertOpen()
       return publicClient.readContract({ address: usdc, abi: usdcAbi, functionName: 'authorizationState', args: [from, nonce] })
@@ -373,15 +426,20 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
       if (known !== undefined) return known
       if (mined > tx.nonce) return { status: 'superseded' }
       return exclusive(async () => {
-        try {
-          await publicClient.sendRawTransaction({ serializedTransaction: tx.raw })
-        } catch (err) {
-          const reason = errorReason(err)
-          if (!/already known|known transaction|already imported|nonce too low|nonce has already been used/i.test(reason)) {
-            if (isTransportError(err)) return { status: 'pending' as const, txHash: tx.hash }
-            log?.warn({ txHash: tx.hash, reason }, 'chain: resend refused')
+        // Under the wallet lock: another replica choosing a nonce sees this one as taken once it is out.
+        const sent = await walletLock(async () => {
+          try {
+            await publicClient.sendRawTransaction({ serializedTransaction: tx.raw })
+          } catch (err) {
+            const reason = errorReason(err)
+            if (!/already known|known transaction|already imported|nonce too low|nonce has already been used/i.test(reason)) {
+              if (isTransportError(err)) return false
+              log?.warn({ txHash: tx.hash, reason }, 'chain: resend refused')
+            }
           }
-        }
+          return true
+        })
+        if (!sent) return { status: 'pending' as const, txHash: tx.hash }
         nextNonce = undefined // the node's view of our nonce may have moved
         const result = await awaitOutcome(tx.hash, outcome, timeoutMs)
         if (result.status !== 'pending') return result

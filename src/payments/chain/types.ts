@@ -15,8 +15,10 @@ export type SettlementResult =
   /**
    * Broadcast (or possibly broadcast: the RPC did not answer), receipt not seen in time:
    * outcome unknown. Reconcile later with `settlementStatus(txHash)` and, for settlements,
-   * `isAuthorizationUsed(from, nonce)` (unused after `validBefore` = can never move).
-   * NEVER re-broadcast.
+   * `isAuthorizationUsed(from, nonce)` (unused after `validBefore` = can never move). The adapter
+   * never re-broadcasts it; a settlement's authorization may be sent again in a new transaction
+   * once the node does not know this one (`transactionKnown`): the authorization's nonce makes
+   * that idempotent.
    */
   | { status: 'pending'; txHash: Hex }
 
@@ -62,6 +64,11 @@ export interface ChainPort {
   settleAuthorization(auth: TransferAuthorization, signature: Hex, options?: { timeoutMs?: number }): Promise<SettlementResult>
   /** Receipt lookup for reconciling a pending settlement. Throws if the RPC cannot be reached. */
   settlementStatus(txHash: Hex): Promise<'confirmed' | 'failed' | 'pending'>
+  /**
+   * Whether the node knows the transaction (in its mempool or mined): false for one that never
+   * reached it (a broadcast lost with the RPC) or that it dropped. Throws if the RPC cannot be reached.
+   */
+  transactionKnown(txHash: Hex): Promise<boolean>
   /** Blocks a transaction needs on top of its own before money may leave against it (1 = its own block). */
   readonly confirmations: number
   /** Where `txHash` stands now (throws if the RPC cannot be reached). */

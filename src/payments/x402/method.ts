@@ -117,13 +117,18 @@ function authorizationOf(detail: Record<string, unknown>): { auth: TransferAutho
  * - unused, still valid, and its request died mid-settlement ('settling'): the work is bound and
  *   was bought, so the settlement is finished here (the authorization makes this idempotent:
  *   a second broadcast of it can only revert);
- * - otherwise pending: asked again on the next pass.
+ * - unused, still valid, 'pending', and our transaction cannot land (the node does not know it:
+ *   the broadcast was lost with the RPC, or dropped; or it reverted): broadcast the authorization
+ *   again, as above;
+ * - otherwise pending (our transaction waits in the mempool): asked again on the next pass.
  */
 export function x402Reconciler(chain: ChainPort, now: () => number): PendingReconciler {
   return async ({ state, reference, detail }) => {
+    let unmined = false
     if (reference) {
       const status = await chain.settlementStatus(reference as Hex)
       if (status === 'confirmed') return { status: 'settled', reference }
+      unmined = status === 'pending'
     }
     const from = detail.from as Hex | undefined
     const nonce = detail.nonce as Hex | undefined
@@ -138,7 +143,9 @@ export function x402Reconciler(chain: ChainPort, now: () => number): PendingReco
     const validBefore = Number(detail.validBefore ?? 0) * 1000
     if (now() > validBefore) return { status: 'pending' }
     const signed = authorizationOf(detail)
-    if (state !== 'settling' || signed === undefined) return { status: 'pending' }
+    if (signed === undefined) return { status: 'pending' }
+    // Ours may still land: wait while the node holds it (a second broadcast would only revert).
+    if (state === 'pending' && unmined && (await chain.transactionKnown(reference as Hex))) return { status: 'pending' }
     const result = await chain.settleAuthorization(signed.auth, signed.signature)
     if (result.status === 'confirmed') return { status: 'settled', reference: result.txHash }
     if (result.status === 'pending') return { status: 'pending', reference: result.txHash }

@@ -1,0 +1,196 @@
+// A settlement broadcast while the RPC node is out of reach (docs/reliability.md, finding 4): the
+// payment guard on PGlite, a REAL anvil behind a front that can cut connections (what the node
+// going down looks like to the RPC adapter), and the REAL x402 client's signing. The broadcast's
+// outcome is unknown, so the payment is recorded 'pending' with the locally computed hash; once
+// the node answers again and does not know that transaction, one reconciler pass broadcasts the
+// buyer's authorization again and the sale the buyer was answered for stands. A transaction the
+// node does know (in its mempool) is waited for, never sent twice.
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import t from 'tap'
+import type { Test } from 'tap'
+import { x402Client, x402HTTPClient } from '@x402/core/client'
+import { ExactEvmScheme } from '@x402/evm/exact/client'
+import { authorizationTypes } from '@x402/evm'
+import type { Address, Hex, LocalAccount } from 'viem'
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
+import { openDb } from '../../src/platform/db/index.ts'
+import { migrate } from '../../src/platform/db/migrate.ts'
+import { openKeyValue } from '../../src/platform/kv/index.ts'
+import { createLogger } from '../../src/platform/logger.ts'
+import { systemClock } from '../../src/platform/clock.ts'
+import { registry } from '../../src/catalog/registry.ts'
+import { openPayments, type Payments } from '../../src/payments/index.ts'
+import type { PriceQuote } from '../../src/payments/types.ts'
+import { x402Reconciler } from '../../src/payments/x402/method.ts'
+import { BASE_CHAIN_ID, BASE_USDC, createRpcChain, startDevChain } from '../../src/payments/chain/index.ts'
+
+const SETTLER_KEY: Hex = '0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d'
+const PRICE = 10_000n
+const EFFECT = 'test.work'
+const logger = createLogger('silent')
+
+const dev = await startDevChain()
+t.teardown(() => dev.close())
+
+async function rpc<T = unknown>(method: string, params: unknown[] = []): Promise<T> {
+  const res = await fetch(dev.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) })
+  const body = (await res.json()) as { result?: T; error?: { message: string } }
+  if (body.error) throw new Error(`${method}: ${body.error.message}`)
+  return body.result as T
+}
+
+/**
+ * The RPC node as the service reaches it: `cutSends` drops eth_sendRawTransaction without an
+ * answer (the node went down as the transaction was sent: it never got it), `down` drops everything.
+ */
+async function rpcFront(t: Test) {
+  const state = { cutSends: false, down: false }
+  const server = createServer(async (req, res) => {
+    const chunks: Buffer[] = []
+    for await (const chunk of req) chunks.push(chunk as Buffer)
+    const body = Buffer.concat(chunks)
+    const sends = body.includes('eth_sendRawTransaction')
+    if (state.down || (state.cutSends && sends)) {
+      req.socket.destroy()
+      return
+    }
+    const upstream = await fetch(dev.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
+    res.writeHead(upstream.status, { 'content-type': 'application/json' })
+    res.end(Buffer.from(await upstream.arrayBuffer()))
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())))
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, state }
+}
+
+/** Payments of one process whose chain adapter reaches the node through `rpcUrl`. */
+async function paymentsVia(t: Test, rpcUrl: string) {
+  const db = await openDb({ kind: 'pglite', dataDir: 'memory://' })
+  await migrate(db)
+  const kv = await openKeyValue({ kind: 'memory' })
+  const chain = createRpcChain({ rpcUrl, privateKey: SETTLER_KEY, chainId: BASE_CHAIN_ID, usdc: BASE_USDC, pollingIntervalMs: 20, requestTimeoutMs: 1_000 })
+  const payTo = privateKeyToAccount(generatePrivateKey()).address
+  const payments = await openPayments({
+    db,
+    kv,
+    logger,
+    clock: systemClock,
+    registry,
+    dataDir: '',
+    payTo,
+    gatewayUrl: 'https://gw.test',
+    chain,
+    reconcileEveryMs: 0,
+    settleTimeoutMs: 300,
+  })
+  const heard: string[] = []
+  payments.outcomes.register(EFFECT, {
+    settled: async (_tx, key) => void heard.push(`settled ${key}`),
+    failed: async (_tx, key) => void heard.push(`failed ${key}`),
+    reversed: async (_tx, key) => void heard.push(`reversed ${key}`),
+  })
+  t.teardown(async () => {
+    await payments.close()
+    await chain.close()
+    await kv.close()
+    await db.close()
+  })
+  const quote: PriceQuote = { amountMicros: PRICE, resourceUrl: 'https://gw.test/work', route: 'POST /work', description: 'test work', payTo }
+  const row = async (key: string) =>
+    (await db.query<{ state: string; reference: string | null }>('select state, reference from payment_reservations where replay_key = $1', [key]))[0]
+  const ledger = async (key: string) => (await db.query<{ event: string }>('select event from payments_ledger where replay_key = $1 order by id', [key])).map((r) => r.event)
+  return { db, chain, payments, heard, quote, payTo, row, ledger }
+}
+
+/** The real x402 v2 client's PAYMENT-SIGNATURE for the 402 of `quote`. */
+async function proof(payments: Payments, buyer: LocalAccount, quote: PriceQuote): Promise<Record<string, string>> {
+  const challenge = payments.guard.paymentRequired(quote)
+  const header = (name: string) => Object.entries(challenge.headers).find(([k]) => k.toLowerCase() === name.toLowerCase())?.[1] ?? null
+  const http = new x402HTTPClient(new x402Client().register('eip155:8453', new ExactEvmScheme(buyer)))
+  return http.encodePaymentSignatureHeader(await http.createPaymentPayload(http.getPaymentRequiredResponse(header, challenge.extensions)))
+}
+
+/** A paid request: authorize, bind the work, settle; returns the payment's spend key and decision. */
+async function paidRequest(w: Awaited<ReturnType<typeof paymentsVia>>, buyer: LocalAccount) {
+  const authorized = await w.payments.guard.authorize(await proof(w.payments, buyer, w.quote), w.quote, 'op')
+  await w.db.transaction((tx) => authorized.bind(tx, EFFECT))
+  const { decision } = await authorized.commit()
+  return { key: authorized.payment.replayKey, decision }
+}
+
+async function funded(): Promise<LocalAccount> {
+  const buyer = privateKeyToAccount(generatePrivateKey())
+  await dev.mint(buyer.address, PRICE)
+  return buyer
+}
+
+t.test('broadcast lost with the RPC node: pending, then settled by the first reconciler pass once the node answers', async (t) => {
+  const front = await rpcFront(t)
+  const w = await paymentsVia(t, front.url)
+  const buyer = await funded()
+
+  front.state.cutSends = true
+  const { key, decision } = await paidRequest(w, buyer)
+  t.equal(decision.status, 'pending', 'the buyer is answered; the outcome is unknown')
+  const recorded = (await w.row(key))?.reference as Hex
+  t.match(recorded, /^0x[0-9a-f]{64}$/, 'the locally computed hash is recorded')
+
+  front.state.down = true
+  t.equal(await w.payments.reconcile(), 0, 'the node out of reach: nothing decided')
+  t.equal((await w.row(key))?.state, 'pending')
+
+  front.state.down = false
+  front.state.cutSends = false
+  t.equal(await w.chain.transactionKnown(recorded), false, 'the node never got our transaction')
+  t.equal(await w.payments.reconcile(), 1, 'one pass decides it')
+  const after = await w.row(key)
+  t.equal(after?.state, 'settled')
+  // The nonce was never used, so the new broadcast may well be the same transaction, byte for byte.
+  t.equal(await w.chain.settlementStatus(after?.reference as Hex), 'confirmed', 'its reference is the mined broadcast')
+  t.same(await w.ledger(key), ['pending', 'reconciled_settled'])
+  t.same(w.heard, [`settled ${key}`], 'the work stands; never taken back')
+  t.same(await Promise.all([dev.balanceOf(buyer.address), dev.balanceOf(w.payTo)]), [0n, PRICE])
+  t.equal(await w.payments.reconcile(), 0, 'and it stays decided')
+})
+
+t.test('our transaction waiting in the mempool: the reconciler waits and sends nothing', async (t) => {
+  const w = await paymentsVia(t, dev.rpcUrl)
+  const buyer = await funded()
+  await rpc('evm_setAutomine', [false])
+  let automine = false
+  t.teardown(async () => {
+    if (!automine) await rpc('evm_setAutomine', [true])
+  })
+  const { key, decision } = await paidRequest(w, buyer)
+  t.equal(decision.status, 'pending', 'receipt not seen within the settle timeout')
+  const recorded = (await w.row(key))?.reference as Hex
+  t.equal(await w.chain.transactionKnown(recorded), true)
+  t.equal(await w.payments.reconcile(), 0, 'nothing decided while it waits')
+  t.equal(BigInt((await rpc<{ pending: Hex }>('txpool_status')).pending), 1n, 'and nothing broadcast again')
+
+  await rpc('evm_mine')
+  await rpc('evm_setAutomine', [true])
+  automine = true
+  t.equal(await w.payments.reconcile(), 1)
+  t.same(await w.row(key), { state: 'settled', reference: recorded })
+  t.same(await Promise.all([dev.balanceOf(buyer.address), dev.balanceOf(w.payTo)]), [0n, PRICE])
+})
+
+t.test('x402Reconciler: a pending row whose transaction the node does not know is broadcast again', async (t) => {
+  const w = await paymentsVia(t, dev.rpcUrl)
+  const buyer = await funded()
+  const auth = { from: buyer.address, to: w.payTo as Address, value: PRICE, validAfter: 0n, validBefore: BigInt(Math.floor(Date.now() / 1000) + 300), nonce: generatePrivateKey() }
+  const signature = await buyer.signTypedData({
+    domain: { name: 'USD Coin', version: '2', chainId: BASE_CHAIN_ID, verifyingContract: BASE_USDC },
+    types: authorizationTypes,
+    primaryType: 'TransferWithAuthorization',
+    message: auth,
+  })
+  const detail = { ...auth, value: auth.value.toString(), validAfter: '0', validBefore: auth.validBefore.toString(), signature }
+  const lost = generatePrivateKey() // a hash the node never saw
+  const verdict = await x402Reconciler(w.chain, Date.now)({ replayKey: 'k', state: 'pending', reference: lost, detail, since: new Date() })
+  t.equal(verdict.status, 'settled')
+  t.equal(await dev.isAuthorizationUsed(buyer.address, auth.nonce), true)
+  t.equal(await dev.balanceOf(w.payTo), PRICE)
+})
