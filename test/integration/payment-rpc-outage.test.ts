@@ -45,13 +45,15 @@ async function rpc<T = unknown>(method: string, params: unknown[] = []): Promise
  * answer (the node went down as the transaction was sent: it never got it), `down` drops everything.
  */
 async function rpcFront(t: Test) {
-  const state = { cutSends: false, down: false }
+  const state = { cutSends: false, down: false, dropCalls: 0 }
   const server = createServer(async (req, res) => {
     const chunks: Buffer[] = []
     for await (const chunk of req) chunks.push(chunk as Buffer)
     const body = Buffer.concat(chunks)
     const sends = body.includes('eth_sendRawTransaction')
-    if (state.down || (state.cutSends && sends)) {
+    const dropCall = state.dropCalls > 0 && body.includes('"eth_call"')
+    if (dropCall) state.dropCalls -= 1
+    if (state.down || (state.cutSends && sends) || dropCall) {
       req.socket.destroy()
       return
     }
@@ -152,6 +154,37 @@ t.test('broadcast lost with the RPC node: pending, then settled by the first rec
   t.same(w.heard, [`settled ${key}`], 'the work stands; never taken back')
   t.same(await Promise.all([dev.balanceOf(buyer.address), dev.balanceOf(w.payTo)]), [0n, PRICE])
   t.equal(await w.payments.reconcile(), 0, 'and it stays decided')
+})
+
+t.test('the RPC node down before anything is sent: pending (never a refused payment), settled once the node answers', async (t) => {
+  const front = await rpcFront(t)
+  const w = await paymentsVia(t, front.url)
+  const buyer = await funded()
+
+  front.state.down = true
+  const { key, decision } = await paidRequest(w, buyer)
+  t.equal(decision.status, 'pending', 'a node that does not answer says nothing about the payment: not failed')
+  t.same(w.heard, [], 'the work is not taken back')
+  t.equal(await w.payments.reconcile(), 0, 'still out of reach: nothing decided')
+
+  front.state.down = false
+  t.equal(await w.payments.reconcile(), 1, 'one pass once it answers')
+  t.equal((await w.row(key))?.state, 'settled')
+
+  // The node drops the settlement's simulation (eth_call, with the adapter's retries) and answers
+  // again right after: an unanswered simulation is no verdict on the payment either.
+  const second = await funded()
+  front.state.dropCalls = 3
+  const again = await paidRequest(w, second)
+  t.equal(again.decision.status, 'pending', 'not refused: the node said nothing about it')
+  t.equal(await w.payments.reconcile(), 1)
+  t.equal((await w.row(again.key))?.state, 'settled')
+  t.same(await Promise.all([dev.balanceOf(second.address), dev.balanceOf(w.payTo)]), [0n, 2n * PRICE])
+  t.same(w.heard, [`settled ${key}`, `settled ${again.key}`])
+  return
+  t.equal((await w.row(key))?.state, 'settled')
+  t.same(w.heard, [`settled ${key}`])
+  t.same(await Promise.all([dev.balanceOf(buyer.address), dev.balanceOf(w.payTo)]), [0n, PRICE])
 })
 
 t.test('our transaction waiting in the mempool: the reconciler waits and sends nothing', async (t) => {

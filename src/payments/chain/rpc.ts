@@ -275,6 +275,12 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
       await simulate()
     } catch (err) {
       const reason = errorReason(err)
+      // A node that did not answer said nothing about the transaction: that is no verdict, and a
+      // settlement must not be refused for it (the caller leaves it to the reconciler).
+      if (op === 'settle' && isTransportError(err)) {
+        log?.warn({ op, reason }, 'chain: simulation unanswered, nothing broadcast')
+        throw err
+      }
       log?.info({ op, reason }, 'chain: simulation failed, nothing broadcast')
       return { status: 'failed', reason }
     }

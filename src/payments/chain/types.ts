@@ -60,7 +60,11 @@ export interface ChainPort {
   readonly usdc: Address
   /** The service wallet that submits settlements and pays refunds. */
   readonly serviceAddress: Address
-  /** USDC.transferWithAuthorization(from,to,value,validAfter,validBefore,nonce,signature) sent by the service wallet; waits up to timeoutMs for the receipt. */
+  /**
+   * USDC.transferWithAuthorization(from,to,value,validAfter,validBefore,nonce,signature) sent by the
+   * service wallet; waits up to timeoutMs for the receipt. Throws when the node does not answer
+   * before anything was sent ('failed' is only ever the chain's own verdict).
+   */
   settleAuthorization(auth: TransferAuthorization, signature: Hex, options?: { timeoutMs?: number }): Promise<SettlementResult>
   /** Receipt lookup for reconciling a pending settlement. Throws if the RPC cannot be reached. */
   settlementStatus(txHash: Hex): Promise<'confirmed' | 'failed' | 'pending'>
