@@ -170,6 +170,7 @@ t.test('the RPC node down before anything is sent: pending (never a refused paym
   front.state.down = false
   t.equal(await w.payments.reconcile(), 1, 'one pass once it answers')
   t.equal((await w.row(key))?.state, 'settled')
+  t.same(w.heard, [`settled ${key}`])
 
   // The node drops the settlement's simulation (eth_call, with the adapter's retries) and answers
   // again right after: an unanswered simulation is no verdict on the payment either.
@@ -181,10 +182,7 @@ t.test('the RPC node down before anything is sent: pending (never a refused paym
   t.equal((await w.row(again.key))?.state, 'settled')
   t.same(await Promise.all([dev.balanceOf(second.address), dev.balanceOf(w.payTo)]), [0n, 2n * PRICE])
   t.same(w.heard, [`settled ${key}`, `settled ${again.key}`])
-  return
-  t.equal((await w.row(key))?.state, 'settled')
-  t.same(w.heard, [`settled ${key}`])
-  t.same(await Promise.all([dev.balanceOf(buyer.address), dev.balanceOf(w.payTo)]), [0n, PRICE])
+  t.equal(await dev.balanceOf(buyer.address), 0n)
 })
 
 t.test('our transaction waiting in the mempool: the reconciler waits and sends nothing', async (t) => {
