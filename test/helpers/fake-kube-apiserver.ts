@@ -24,7 +24,9 @@
 //   collection (Background, Foreground, Orphan; batch/v1 Jobs default to Orphan), namespace deletion;
 // - Table output from printer columns (Name/Age for built-ins); pod logs (tail, limit, follow);
 // - protobuf request bodies for Secrets and ConfigMaps (helm's release storage).
-// Test-control methods play kubelet and the Job controller (startJob, completeJob, failPod).
+// Test-control methods play kubelet and the Job controller (startJob, writeLog, completeJob,
+// failPod); stop()/listen()/restart() take the server away and bring it back on the same port with
+// the same objects and a compacted watch history (resumed watches get 410), as an apiserver restart.
 // Not emulated: authentication beyond one bearer token (kubectl sends none over http), RBAC,
 // admission webhooks, CEL beyond the subset below, ttlSecondsAfterFinished, activeDeadlineSeconds,
 // list pagination (all items, no continue token).
@@ -82,6 +84,8 @@ export interface RequestRecord {
   /** Path with the query string. */
   path: string
   contentType: string | undefined
+  /** The response status, once the response ended (a watch answered 410 is a 200 with an ERROR event). */
+  status?: number
 }
 
 export interface FakeKubeApiServerOptions {
@@ -95,6 +99,8 @@ export interface FakeKubeApiServerOptions {
   namespaces?: string[]
   /** Bearer token of the kubeconfig; a request with another token gets 401 (none is accepted: kubectl sends none over http). Default 'fake-token'. */
   token?: string
+  /** Port on 127.0.0.1; default a free one. It is kept across stop()/listen(). */
+  port?: number
 }
 
 export interface JobResult {
@@ -108,6 +114,7 @@ export type WaitingReason = 'ImagePullBackOff' | 'ErrImagePull' | 'CreateContain
 
 export interface FakeKubeApiServer {
   url: string
+  port: number
   kubeconfigPath: string
   token: string
   close(): Promise<void>
@@ -115,7 +122,12 @@ export interface FakeKubeApiServer {
   list(apiVersion: string, kind: string, namespace?: string): KubeObject[]
   /** Kubelet + Job controller: the Job's Pod runs (created if needed), Job status.active = 1. */
   startJob(namespace: string, jobName: string): void
-  /** The Pod terminates with exitCode and logs; the Job becomes Complete (0) or Failed. */
+  /**
+   * Kubelet: the running container writes `text` to its log now. Each line is stamped with the
+   * clock, so a `timestamps=true` read gets the kubelet's RFC 3339 prefixes; followers get it at once.
+   */
+  writeLog(namespace: string, jobName: string, text: string): void
+  /** The Pod terminates with exitCode and logs (appended verbatim after what writeLog wrote); the Job becomes Complete (0) or Failed. */
   completeJob(namespace: string, jobName: string, result: JobResult): void
   /** The Pod's container is stuck waiting (the Job controller never fails such a Job). */
   failPod(namespace: string, jobName: string, waitingReason: WaitingReason, message: string): void
@@ -127,6 +139,16 @@ export interface FakeKubeApiServer {
   resourceVersion(): string
   /** Ends every open watch stream, as an API server restart or a load balancer idle timeout does. */
   closeWatches(): void
+  /** The API server goes away: open watches and log follows end, connections close, new ones are refused. State is kept. */
+  stop(): Promise<void>
+  /** Back on the same port with the same objects; the watch history starts at the current resourceVersion (older resumes get 410). */
+  listen(): Promise<void>
+  /** stop(), `downMs` without a server, listen(). */
+  restart(downMs?: number): Promise<void>
+  /** Whether it is listening now. */
+  isUp(): boolean
+  /** Watches answered with 410 Gone (too old resourceVersion), for tests. */
+  readonly stats: { expiredWatches: number; restarts: number }
 }
 
 interface ResourceType {
@@ -868,6 +890,30 @@ interface Watcher {
   close(): void
 }
 
+/** A pod log chunk: written by the container at `at` (stamped per line on timestamps=true), or verbatim as a test gave it. */
+interface LogEntry {
+  at?: string
+  text: string
+}
+
+/** Kubelet's RFC 3339 with nanoseconds (our clock has milliseconds). */
+function logStamp(date: Date): string {
+  return date.toISOString().replace(/Z$/, '000000Z')
+}
+
+function renderLog(entries: LogEntry[], timestamps: boolean): string {
+  let out = ''
+  for (const entry of entries) {
+    if (!timestamps || entry.at === undefined) out += entry.text
+    else
+      out += entry.text
+        .split(/(?<=\n)/)
+        .map((line) => `${entry.at} ${line}`)
+        .join('')
+  }
+  return out
+}
+
 interface WriteContext {
   fieldManager?: string
   operation: 'Apply' | 'Update'
@@ -907,7 +953,7 @@ class ApiState {
   readonly objects = new Map<string, Map<string, KubeObject>>()
   readonly history: HistoryEvent[] = []
   readonly watchers = new Set<Watcher>()
-  readonly podLogs = new Map<string, string>()
+  readonly podLogs = new Map<string, LogEntry[]>()
   rv = 0
   /** Watches from a resourceVersion below this get 410. */
   floor = 0
@@ -1673,7 +1719,8 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
   for (const ns of state.list(namespaceType, undefined)) state.writeStatus(namespaceType, ns, { phase: 'Active' })
 
   const openStreams = new Set<ServerResponse>()
-  const logFollowers = new Map<string, Set<ServerResponse>>()
+  const logFollowers = new Map<string, Set<{ res: ServerResponse; timestamps: boolean }>>()
+  const stats = { expiredWatches: 0, restarts: 0 }
 
   const send = (res: ServerResponse, code: number, body: Json, headers: Record<string, string | string[]> = {}): void => {
     const text = JSON.stringify(body)
@@ -1738,6 +1785,7 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
     } else {
       const from = Number(requested)
       if (!Number.isInteger(from) || from < state.floor) {
+        stats.expiredWatches += 1
         write('ERROR', statusBody(410, 'Expired', `too old resource version: ${requested} (${state.floor})`))
         end()
         return
@@ -1765,7 +1813,8 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
       throw new ApiError(400, 'BadRequest', `container "${name}" in pod "${pod.metadata.name}" is waiting to start: ${String(waiting?.reason ?? 'ContainerCreating')}`)
     }
     const key = objectKey(pod.metadata.namespace, pod.metadata.name)
-    let text = state.podLogs.get(key) ?? ''
+    const timestamps = url.searchParams.get('timestamps') === 'true'
+    let text = renderLog(state.podLogs.get(key) ?? [], timestamps)
     const tail = url.searchParams.get('tailLines')
     if (tail !== null)
       text = text
@@ -1784,10 +1833,11 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
     res.write(text)
     openStreams.add(res)
     const followers = logFollowers.get(key) ?? new Set()
-    followers.add(res)
+    const follower = { res, timestamps }
+    followers.add(follower)
     logFollowers.set(key, followers)
     res.on('close', () => {
-      followers.delete(res)
+      followers.delete(follower)
       openStreams.delete(res)
     })
   }
@@ -1907,7 +1957,11 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const url = new URL(req.url ?? '/', 'http://fake')
-    requests.push({ method: req.method ?? 'GET', path: `${url.pathname}${url.search}`, contentType: req.headers['content-type'] })
+    const record: RequestRecord = { method: req.method ?? 'GET', path: `${url.pathname}${url.search}`, contentType: req.headers['content-type'] }
+    requests.push(record)
+    res.once('close', () => {
+      if (res.headersSent) record.status = res.statusCode
+    })
     // kubectl (client-go) sends no bearer token over plain http, so only a wrong token is refused.
     if (req.headers.authorization !== undefined && req.headers.authorization !== `Bearer ${token}`) return send(res, 401, statusBody(401, 'Unauthorized', 'Unauthorized'))
     const segments = url.pathname
@@ -1968,7 +2022,27 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
       send(res, 500, statusBody(500, 'InternalError', `fake apiserver: ${(err as Error).stack ?? String(err)}`))
     })
   })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  let up = false
+  const bind = async (at: number): Promise<void> => {
+    // The port of a server that just closed can stay busy for a moment.
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        await new Promise<void>((resolve, reject) => {
+          server.once('error', reject)
+          server.listen(at, '127.0.0.1', () => {
+            server.off('error', reject)
+            resolve()
+          })
+        })
+        up = true
+        return
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE' || attempt >= 20) throw err
+        await new Promise((resolve) => setTimeout(resolve, 100))
+      }
+    }
+  }
+  await bind(options.port ?? 0)
   const { port } = server.address() as AddressInfo
   const url = `http://127.0.0.1:${port}`
   const kubeconfigDir = await mkdtemp(join(tmpdir(), 'fake-kube-'))
@@ -2036,6 +2110,15 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
     state,
   })
 
+  /** Appends to a pod's log and sends it to the pod's followers. */
+  const appendLog = (podKey: string, entry: LogEntry): void => {
+    if (entry.text === '') return
+    const entries = state.podLogs.get(podKey) ?? []
+    entries.push(entry)
+    state.podLogs.set(podKey, entries)
+    for (const follower of logFollowers.get(podKey) ?? []) if (!follower.res.writableEnded) follower.res.write(renderLog([entry], follower.timestamps))
+  }
+
   const control = {
     startJob(namespace: string, jobName: string): void {
       const { job, pod } = jobPod(namespace, jobName)
@@ -2058,7 +2141,7 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
       const startedAt = (podStatus.startTime as string | undefined) ?? finishedAt
       const ok = result.exitCode === 0
       const podKey = objectKey(namespace, pod.metadata.name)
-      state.podLogs.set(podKey, result.logs)
+      appendLog(podKey, { text: result.logs })
       state.writeStatus(podType, pod, {
         phase: ok ? 'Succeeded' : 'Failed',
         startTime: startedAt,
@@ -2075,7 +2158,7 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
           }),
         ],
       })
-      for (const follower of logFollowers.get(podKey) ?? []) follower.end(result.logs.slice(0))
+      for (const follower of logFollowers.get(podKey) ?? []) follower.res.end()
       logFollowers.delete(podKey)
       const previous = isRecord(job.status) ? job.status : {}
       const condition = (type: string, reason?: string, message?: string): JsonRecord => ({
@@ -2108,6 +2191,14 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
       })
     },
 
+    writeLog(namespace: string, jobName: string, text: string): void {
+      const { pod } = jobPod(namespace, jobName)
+      const statuses = isRecord(pod.status) && Array.isArray(pod.status.containerStatuses) ? (pod.status.containerStatuses as JsonRecord[]) : []
+      const current = statuses[0]?.state
+      if (!isRecord(current) || !isRecord(current.running)) throw new Error(`fake apiserver: the container of Job ${namespace}/${jobName} is not running`)
+      appendLog(objectKey(namespace, pod.metadata.name), { at: logStamp(now()), text })
+    },
+
     failPod(namespace: string, jobName: string, waitingReason: WaitingReason, message: string): void {
       const { job, pod } = jobPod(namespace, jobName)
       state.writeStatus(podType, pod, {
@@ -2120,12 +2211,42 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
     },
   }
 
+  const stop = async (): Promise<void> => {
+    if (!up) return
+    up = false
+    for (const res of openStreams) res.end()
+    openStreams.clear()
+    for (const watcher of [...state.watchers]) watcher.close()
+    state.watchers.clear()
+    logFollowers.clear()
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()))
+    server.closeAllConnections()
+    await closed
+  }
+  const listen = async (): Promise<void> => {
+    if (up) return
+    // A new apiserver's watch cache starts at the current resourceVersion: older resumes are 410.
+    state.compact()
+    await bind(port)
+    stats.restarts += 1
+  }
+
   return {
     url,
+    port,
     kubeconfigPath,
     token,
     requests,
+    stats,
     ...control,
+    stop,
+    listen,
+    async restart(downMs = 0) {
+      await stop()
+      if (downMs > 0) await new Promise((resolve) => setTimeout(resolve, downMs))
+      await listen()
+    },
+    isUp: () => up,
     get(apiVersion, kind, namespace, name) {
       const type = state.typeOf(apiVersion, kind)
       const object = state.bucket(type).get(objectKey(type.namespaced ? namespace : undefined, name))
@@ -2144,11 +2265,7 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
       for (const watcher of [...state.watchers]) watcher.close()
     },
     async close() {
-      for (const res of openStreams) res.end()
-      openStreams.clear()
-      state.watchers.clear()
-      server.closeAllConnections()
-      await new Promise<void>((resolve) => server.close(() => resolve()))
+      await stop()
       await rm(kubeconfigDir, { recursive: true, force: true })
     },
   }
