@@ -382,6 +382,8 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
                 signal.addEventListener('abort', () => void Promise.allSettled([current.tasks.stop(), current.runs.stop({ cancelRunning: false })]), { once: true })
               },
               onStoppedLeading: () => logger.warn('controller: lost the leader Lease; reconciling stopped'),
+              // A Lease the API server could not renew, or reconciling that failed to start as leader.
+              onError: (err: unknown) => logger.warn({ err }, 'controller: leader election'),
             })
           }
           const service = scheduler
@@ -715,7 +717,7 @@ interface SchedulerBackend {
   runs: ResourceStore<RunResource>
   executor: RunExecutor
   envSecrets?: EnvSecretsPort
-  createElector?: (options: { onStartedLeading: (signal: AbortSignal) => Promise<void>; onStoppedLeading?: () => void }) => { start(): void; stop(): Promise<void> }
+  createElector?: (options: { onStartedLeading: (signal: AbortSignal) => Promise<void>; onStoppedLeading?: () => void; onError?: (err: unknown) => void }) => { start(): void; stop(): Promise<void> }
   /** Local executor: removes the run dirs of processes that are gone; the count removed. */
   removeStaleWorkDirs?: () => Promise<number>
 }
