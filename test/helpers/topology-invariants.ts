@@ -11,18 +11,15 @@
 import { metricSum } from './crash-drill.ts'
 import { ownerCall } from './owner-call.ts'
 import type { Topology } from './topology.ts'
+import { mcpPurchase } from './topology-buyers.ts'
+import { type Buyer, type CallRecord, purchase } from './topology-calls.ts'
 import type { Fault } from './topology-faults.ts'
-import { openDrillDb } from './topology-faults.ts'
-import { type Buyer, type CallRecord, MINTED, PLAN_PRICE, purchase } from './topology-load.ts'
+import { MONEY_KINDS, type MoneyResult, usdc } from './topology-money.ts'
+
+export { checkMoney, type MoneyResult, usdc } from './topology-money.ts'
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 type Json = Record<string, any>
-
-export function usdc(micros: bigint): string {
-  const sign = micros < 0n ? '-' : ''
-  const abs = micros < 0n ? -micros : micros
-  return `${sign}${abs / 1_000_000n}.${(abs % 1_000_000n).toString().padStart(6, '0')}`
-}
 
 async function scrape(port: number): Promise<string> {
   const res = await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(10_000) }).catch(() => undefined)
@@ -69,7 +66,7 @@ export async function quiesce(topology: Topology, buyers: Buyer[], problems: str
   const deadline = Date.now() + deadlineMs
   for (const buyer of buyers) {
     for (const id of buyer.unanswered) {
-      const { status, body } = await persist(() => purchase(topology, buyer, id), deadline)
+      const { status, body } = await persist(() => (buyer.kind === 'mcp' ? mcpPurchase(buyer, id) : purchase(topology, buyer, id)), deadline)
       out.retried += 1
       if (status >= 200 && status < 300) buyer.purchases += 1
       // Paid, but the first request died before it had an answer to keep: bought, not replayable.
@@ -83,7 +80,7 @@ export async function quiesce(topology: Topology, buyers: Buyer[], problems: str
   const decided = await untilZero(topology, 'agent_gateway_payments_open', 420_000, (labels) => !labels.includes('"reserved"'))
   if (decided) problems.push(decided)
   out.decidedMs = performance.now() - started
-  for (const buyer of buyers.filter((candidate) => candidate.kind === 'tasks')) {
+  for (const buyer of buyers.filter((candidate) => candidate.kind === 'tasks' || candidate.kind === 'v1' || candidate.kind === 'mcp')) {
     const usage = await persist(() => ownerCall(buyer.account, `${topology.urls.scheduler}/api/v1/owner/usage`), deadline)
     if (usage.status !== 200) {
       problems.push(`${buyer.label}: GET /api/v1/owner/usage answered ${usage.status}`)
@@ -109,80 +106,6 @@ export async function quiesce(topology: Topology, buyers: Buyer[], problems: str
   return out
 }
 
-export interface MoneyResult {
-  buyers: { label: string; final: bigint; expected: bigint }[]
-  wallet: { final: bigint; expected: bigint }
-  plansSold: bigint
-  memoryKept: bigint
-  orphanedReservations: number
-}
-
-/** Conservation per buyer and for the service wallet, the chain read against the database. */
-export async function checkMoney(topology: Topology, buyers: Buyer[], walletBase: bigint, serviceAddress: `0x${string}`, problems: string[]): Promise<MoneyResult> {
-  const chain = topology.chain()
-  const db = await openDrillDb(topology)
-  let plans: Map<string, bigint>
-  let deposits: Map<string, bigint>
-  let refunds: Map<string, bigint>
-  let orphaned = 0
-  try {
-    const kept = await db.query<{ payer: string; n: bigint }>(
-      `select r.payer, count(*)::int8 as n from plan_purchases p join payment_reservations r on r.replay_key = p.replay_key where p.state = 'active' group by r.payer`,
-    )
-    plans = new Map(kept.map((row) => [row.payer.toLowerCase(), BigInt(row.n)]))
-    const paid = await db.query<{ payer: string; micros: bigint }>(
-      `select r.payer, sum(d.amount_micros)::int8 as micros from memory_deposits d join payment_reservations r on r.replay_key = d.replay_key where d.state = 'settled' group by r.payer`,
-    )
-    deposits = new Map(paid.map((row) => [row.payer.toLowerCase(), BigInt(row.micros)]))
-    const back = await db.query<{ to: string; micros: bigint }>(
-      `select to_address as to, sum(amount_micros)::int8 as micros from memory_refunds where state = 'confirmed' group by to_address`,
-    )
-    refunds = new Map(back.map((row) => [row.to.toLowerCase(), BigInt(row.micros)]))
-    const leftovers = await db.query<{ what: string; n: bigint }>(
-      `select 'open reservation' as what, count(*)::int8 as n from payment_reservations where state in ('settling', 'pending')
-       union all select 'orphaned reservation', count(*) from payment_reservations where state = 'reserved'
-       union all select 'provisional charge', count(*) from scheduler_charges where state = 'provisional'
-       union all select 'provisional plan', count(*) from plan_purchases where state = 'provisional'
-       union all select 'provisional memory deposit', count(*) from memory_deposits where state = 'provisional'
-       union all select 'scheduler refund not confirmed', count(*) from scheduler_refunds where state <> 'confirmed'
-       union all select 'memory refund not confirmed', count(*) from memory_refunds where state <> 'confirmed'
-       union all select 'charge without tx hash', count(*) from scheduler_ledger where kind = 'charge' and tx_hash is null
-       union all select 'task not deleted', count(*) from scheduler_tasks where status <> 'deleted'`,
-    )
-    for (const row of leftovers) {
-      if (BigInt(row.n) === 0n) continue
-      if (row.what === 'orphaned reservation') orphaned = Number(row.n)
-      else problems.push(`database: ${row.n} ${row.what}`)
-    }
-  } finally {
-    await db.close()
-  }
-  const result: MoneyResult = { buyers: [], wallet: { final: 0n, expected: 0n }, plansSold: 0n, memoryKept: 0n, orphanedReservations: orphaned }
-  for (const buyer of buyers) {
-    const address = buyer.account.address.toLowerCase()
-    const held = plans.get(address) ?? 0n
-    if (held > BigInt(buyer.purchases)) problems.push(`${buyer.label} holds ${held} plans for ${buyer.purchases} purchases answered: a purchase was charged twice`)
-    const kept = (deposits.get(address) ?? 0n) - (refunds.get(address) ?? 0n)
-    result.plansSold += held
-    result.memoryKept += kept
-    const expected = MINTED - held * PLAN_PRICE - kept
-    const final = await chain.balanceOf(buyer.account.address)
-    result.buyers.push({ label: buyer.label, final, expected })
-    if (final !== expected) {
-      problems.push(`${buyer.label} holds ${usdc(final)} USDC, conservation says ${usdc(expected)} (${held} plans, ${usdc(kept)} kept by memory): off by ${usdc(final - expected)}`)
-    }
-  }
-  const walletFinal = await chain.balanceOf(serviceAddress)
-  const walletExpected = walletBase + result.plansSold * PLAN_PRICE + result.memoryKept
-  result.wallet = { final: walletFinal, expected: walletExpected }
-  if (walletFinal !== walletExpected) {
-    problems.push(
-      `service wallet holds ${usdc(walletFinal)} USDC, expected ${usdc(walletExpected)} (${result.plansSold} plans, ${usdc(result.memoryKept)} memory): off by ${usdc(walletFinal - walletExpected)}`,
-    )
-  }
-  return result
-}
-
 export interface CallVerdict {
   byOp: Map<string, { calls: number; ok: number }>
   failures: Map<string, number>
@@ -203,7 +126,7 @@ export function judgeCalls(calls: CallRecord[], faults: Fault[], graceMs: number
     if (call.status >= 200 && call.status < 300) op.ok += 1
     verdict.byOp.set(call.op, op)
     if (call.status >= 200 && call.status < 300) continue
-    const kind = call.status === 0 ? (call.code === 'timeout' ? 'timed out' : 'cut off') : `${call.status}${call.code ? ` ${call.code}` : ''}`
+    const kind = call.status === 0 ? (call.code === 'timeout' ? 'timed out' : (call.code ?? 'cut off')) : `${call.status}${call.code ? ` ${call.code}` : ''}`
     verdict.failures.set(kind, (verdict.failures.get(kind) ?? 0) + 1)
     const window = faults.find((fault) => call.at >= fault.start - 1_000 && call.began <= fault.end + graceMs)
     // A paid call refused after the payment was sent (the client's second 402) with no fault to explain it.
@@ -246,10 +169,21 @@ export function table(faults: Fault[], verdict: CallVerdict, money: MoneyResult,
     `  5xx/cut-offs accepted inside fault windows: ${verdict.insideAccepted}; outside windows: ${verdict.outside.length}; wrong inside: ${verdict.badInside.length}; 402 outside windows: ${verdict.refused.length}`,
   )
   const wrong = money.buyers.filter((buyer) => buyer.final !== buyer.expected).length
+  const buyerKinds = [...new Set(money.buyers.map((buyer) => buyer.kind))].map((kind) => `${money.buyers.filter((buyer) => buyer.kind === kind).length} ${kind}`)
   lines.push(
-    `money: ${money.plansSold} plans sold (${usdc(money.plansSold * PLAN_PRICE)} USDC), ${usdc(money.memoryKept)} USDC kept by memory; ` +
-      `${money.buyers.length} buyers (${wrong} wrong); service wallet ${money.wallet.final === money.wallet.expected ? 'exact' : 'WRONG'}; ` +
+    `money: ${money.buyers.length} buyers (${buyerKinds.join(', ')}; ${wrong} wrong); service wallet ${money.wallet.final === money.wallet.expected ? 'exact' : 'WRONG'}; ` +
       `${money.orphanedReservations} orphaned reservations (released after the stale window)`,
+  )
+  lines.push('money moved            payments  paid USDC      refunded USDC  kept USDC')
+  for (const kind of MONEY_KINDS) {
+    const moved = money.moved[kind]
+    lines.push(
+      `  ${pad(kind, 20)} ${String(moved.payments).padStart(8)}  ${usdc(moved.paid).padStart(13)}  ${usdc(moved.refunded).padStart(13)}  ${usdc(moved.paid - moved.refunded).padStart(13)}`,
+    )
+  }
+  const { tasks, deposits, orders, partialOrders } = money.checked
+  lines.push(
+    `  checked one by one: ${tasks} tasks, ${deposits} memory deposit accounts, ${orders} song sales (${partialOrders} with a partial refund); ${money.plansSold} plans held`,
   )
   for (const [key, value] of Object.entries(extra)) lines.push(`${key}: ${value}`)
   return lines.join('\n')

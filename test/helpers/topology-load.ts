@@ -2,55 +2,20 @@
 // exact on the dev chain) create paid on-demand tasks and delete some of them as their owner
 // (SIGN-IN-WITH-X), and buy plans with a payment-identifier (a purchase cut off or answered 409
 // payment_in_progress is retried with the same id once the load has stopped); memory buyers deposit
-// over x402, write on their deposit (SIGN-IN-WITH-X) and recall. Every answer is recorded with its
-// time, so that the invariants can put each 5xx and each cut-off call in the fault window it fell
-// in (or in none).
+// over x402, write on their deposit (SIGN-IN-WITH-X) and recall. The x402 v1, MCP and song buyers
+// are in topology-buyers.ts. Every answer is recorded with its time, so that the invariants can put
+// each 5xx and each cut-off call in the fault window it fell in (or in none).
 import { randomBytes } from 'node:crypto'
-import { x402Client } from '@x402/core/client'
-import { ExactEvmScheme } from '@x402/evm/exact/client'
-import { appendPaymentIdentifierToExtensions } from '@x402/extensions/payment-identifier'
 import { createSIWxPayload, encodeSIWxHeader } from '@x402/extensions/sign-in-with-x'
-import { wrapFetchWithPayment } from '@x402/fetch'
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from 'viem/accounts'
 import { drillTask } from './crash-drill.ts'
 import { ownerCall } from './owner-call.ts'
 import type { Topology } from './topology.ts'
+import { connectMcp, mcpWorker, songWorker, v1Worker, type WorkerContext } from './topology-buyers.ts'
+import { type Buyer, type BuyerKind, type CallRecord, DEPOSIT, type Json, MINTED, payer, purchase, record, sleep, TASK_AMOUNT, timeout } from './topology-calls.ts'
+import { useSongUpstream } from './topology-songs.ts'
 
-export const MINTED = 1_000_000_000n
-export const TASK_AMOUNT = 200_000
-export const PLAN = 'scheduler-credit-5'
-export const PLAN_PRICE = 5_000_000n
-export const DEPOSIT = 1_000_000n
-
-type Json = Record<string, any>
-
-export interface Buyer {
-  account: PrivateKeyAccount
-  kind: 'tasks' | 'memory'
-  label: string
-  token: string
-  /** Plan purchases answered 2xx (or 409 payment_identifier_conflict on a retry: bought, not replayable). */
-  purchases: number
-  /** Payment-identifiers of purchases cut off (or still in progress) during the load: retried after it. */
-  unanswered: string[]
-  /** Tasks this buyer created (answered), to be deleted at the end. */
-  tasks: string[]
-}
-
-/** One client call and what came of it. */
-export interface CallRecord {
-  op: string
-  /** Date.now() when the answer (or the cut) arrived, and when the call began. */
-  at: number
-  began: number
-  /** HTTP status, or 0 for a call cut off (the connection reset, no answer). */
-  status: number
-  /** 5xx only: a problem+json body, and a Retry-After header. */
-  problem?: boolean
-  retryAfter?: boolean
-  code?: string
-  buyer: string
-}
+export { type Buyer, type BuyerKind, type CallRecord, DEPOSIT, MINTED, PLAN, PLAN_PRICE, payer, purchase, record, SONG_PRICE, TASK_AMOUNT } from './topology-calls.ts'
 
 export interface Load {
   buyers: Buyer[]
@@ -59,49 +24,61 @@ export interface Load {
   stop(): Promise<void>
 }
 
-/** No call of the load waits longer for its answer (a hung replica must not hang the drill). */
-const CALL_TIMEOUT_MS = 60_000
-const timeout = () => AbortSignal.timeout(CALL_TIMEOUT_MS)
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-function payer(account: PrivateKeyAccount, id?: string): typeof fetch {
-  const client = new x402Client().register('eip155:8453', new ExactEvmScheme(account)).setSpendControls(false)
-  if (id !== undefined) {
-    client.onBeforePaymentCreation(async ({ paymentRequired }) => {
-      if (paymentRequired.extensions) appendPaymentIdentifierToExtensions(paymentRequired.extensions, id)
-    })
-  }
-  return wrapFetchWithPayment(fetch, client)
+/** Buyers of the kinds beyond the task and memory ones (topology-buyers.ts). */
+export interface MoreBuyers {
+  v1?: number
+  mcp?: number
+  songs?: number
+  /** Put the media role on the drill's song upstream (a restart) when it is not; default true. */
+  songUpstream?: boolean
 }
+
+/** DRILL_V1_BUYERS, DRILL_MCP_BUYERS, DRILL_SONG_BUYERS: 1 each unless set. */
+export function moreBuyersFromEnv(env: NodeJS.ProcessEnv = process.env): { v1: number; mcp: number; songs: number } {
+  const count = (name: string) => {
+    const value = Number(env[name] ?? 1)
+    if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be a non-negative integer, not ${env[name]}`)
+    return value
+  }
+  return { v1: count('DRILL_V1_BUYERS'), mcp: count('DRILL_MCP_BUYERS'), songs: count('DRILL_SONG_BUYERS') }
+}
+
+const MORE_KINDS: readonly BuyerKind[] = ['v1', 'mcp', 'songs']
 
 async function json(res: Response): Promise<Json> {
   return (await res.json().catch(() => ({}))) as Json
 }
 
-/** Funds `n` task buyers and `m` memory buyers on the chain (the faucet mint) and registers plan bearers. */
-export async function fundBuyers(topology: Topology, tasks: number, memory: number): Promise<Buyer[]> {
-  const buyers: Buyer[] = []
-  for (let i = 0; i < tasks + memory; i += 1) {
-    const account = privateKeyToAccount(generatePrivateKey())
-    await topology.chain().mint(account.address, MINTED)
-    const kind = i < tasks ? 'tasks' : 'memory'
-    let token = ''
-    if (kind === 'tasks') {
-      const res = await fetch(`${topology.urls.gateway}/auth/register`, { method: 'POST' })
-      if (!res.ok) throw new Error(`POST /auth/register answered ${res.status}`)
-      token = (await json(res)).accessToken as string
-    }
-    buyers.push({ account, kind, label: `${kind} buyer ${i + 1} ${account.address.toLowerCase()}`, token, purchases: 0, unanswered: [], tasks: [] })
-  }
-  return buyers
+async function register(topology: Topology): Promise<string> {
+  const res = await fetch(`${topology.urls.gateway}/auth/register`, { method: 'POST', signal: timeout() })
+  if (!res.ok) throw new Error(`POST /auth/register answered ${res.status}`)
+  return (await json(res)).accessToken as string
 }
 
-export function purchase(topology: Topology, buyer: Buyer, id: string): Promise<Response> {
-  return payer(buyer.account, id)(`${topology.urls.gateway}/plans/${PLAN}/purchase`, {
-    method: 'POST',
-    headers: { 'svc-agent-authorization': `Bearer ${buyer.token}` },
-    signal: timeout(),
-  })
+/**
+ * Funds `tasks` task buyers, `memory` memory buyers and `more` of the other kinds on the chain (the
+ * faucet mint); registers plan bearers, connects the MCP clients, and with song buyers puts the
+ * media role on the drill's song upstream (topology-songs.ts).
+ */
+export async function fundBuyers(topology: Topology, tasks: number, memory: number, more: MoreBuyers = {}): Promise<Buyer[]> {
+  const kinds: BuyerKind[] = [
+    ...Array<BuyerKind>(tasks).fill('tasks'),
+    ...Array<BuyerKind>(memory).fill('memory'),
+    ...Array<BuyerKind>(more.v1 ?? 0).fill('v1'),
+    ...Array<BuyerKind>(more.mcp ?? 0).fill('mcp'),
+    ...Array<BuyerKind>(more.songs ?? 0).fill('songs'),
+  ]
+  if ((more.songs ?? 0) > 0 && more.songUpstream !== false) await useSongUpstream(topology, (line) => console.log(line))
+  const buyers: Buyer[] = []
+  for (const [i, kind] of kinds.entries()) {
+    const account = privateKeyToAccount(generatePrivateKey())
+    await topology.chain().mint(account.address, MINTED)
+    const token = kind === 'tasks' || kind === 'v1' || kind === 'mcp' ? await register(topology) : ''
+    const buyer: Buyer = { account, kind, label: `${kind} buyer ${i + 1} ${account.address.toLowerCase()}`, token, purchases: 0, unanswered: [], tasks: [] }
+    if (kind === 'mcp') await connectMcp(topology, buyer)
+    buyers.push(buyer)
+  }
+  return buyers
 }
 
 /** A write paid from the deposit: the 402's SIWX challenge answered with a proof for this request. */
@@ -114,35 +91,6 @@ async function rememberOnDeposit(account: PrivateKeyAccount, url: string, body: 
   const chain = challenge.supportedChains[0]
   const proof = encodeSIWxHeader(await createSIWxPayload({ ...challenge.info, chainId: chain.chainId, type: chain.type }, account, url))
   return fetch(url, { ...init, headers: { ...init.headers, 'sign-in-with-x': proof } })
-}
-
-/** Records `call`'s outcome; the response's body is read (problem+json) and returned. */
-export async function record(calls: CallRecord[], op: string, buyer: Buyer, call: () => Promise<Response>): Promise<{ res?: Response; body: Json }> {
-  const began = Date.now()
-  let res: Response
-  try {
-    res = await call()
-  } catch (error) {
-    // Cut off (the connection reset under the call), or no answer within CALL_TIMEOUT_MS.
-    const timedOut = (error as Error).name === 'TimeoutError' || (error as { cause?: Error }).cause?.name === 'TimeoutError'
-    calls.push({ op, at: Date.now(), began, status: 0, buyer: buyer.label, ...(timedOut ? { code: 'timeout' } : {}) })
-    return { body: {} }
-  }
-  const text = await res.text().catch(() => '')
-  let body: Json = {}
-  try {
-    body = JSON.parse(text) as Json
-  } catch {
-    // not JSON
-  }
-  const entry: CallRecord = { op, at: Date.now(), began, status: res.status, buyer: buyer.label }
-  if (typeof body.code === 'string') entry.code = body.code
-  if (res.status >= 500) {
-    entry.problem = (res.headers.get('content-type') ?? '').startsWith('application/problem+json') && typeof body.status === 'number'
-    entry.retryAfter = res.headers.get('retry-after') !== null
-  }
-  calls.push(entry)
-  return { res, body }
 }
 
 export function startLoad(topology: Topology, buyers: Buyer[], options: { paceMs: number; maxCalls: number; random: () => number }): Load {
@@ -205,7 +153,28 @@ export function startLoad(topology: Topology, buyers: Buyer[], options: { paceMs
       await sleep(options.paceMs)
     }
   }
-  const workers = buyers.map((buyer) => (buyer.kind === 'tasks' ? taskWorker(buyer) : memoryWorker(buyer)))
+  const ctx: WorkerContext = { topology, calls, random: options.random, paceMs: options.paceMs, maxCalls: options.maxCalls, stopping: () => stopping }
+  const songEveryMs = Number(process.env.DRILL_SONG_EVERY_S ?? 20) * 1000
+  const run = (buyer: Buyer): Promise<void> => {
+    if (buyer.kind === 'tasks') return taskWorker(buyer)
+    if (buyer.kind === 'memory') return memoryWorker(buyer)
+    if (buyer.kind === 'v1') return v1Worker(ctx, buyer)
+    if (buyer.kind === 'mcp') return mcpWorker(ctx, buyer)
+    return songWorker(ctx, buyer, songEveryMs)
+  }
+  const workers = buyers.map(run)
+  // A caller that funded only task and memory buyers gets the other kinds too (moreBuyersFromEnv),
+  // funded here and added to `buyers`, which the quiescence and the checks read after the load.
+  if (!buyers.some((buyer) => MORE_KINDS.includes(buyer.kind))) {
+    const more = moreBuyersFromEnv()
+    // The media role is not restarted under the load: songs come from whatever generates them.
+    workers.push(
+      fundBuyers(topology, 0, 0, { ...more, songUpstream: false }).then(async (added) => {
+        buyers.push(...added)
+        await Promise.all(added.map(run))
+      }),
+    )
+  }
   return {
     buyers,
     calls,
