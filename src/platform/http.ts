@@ -20,6 +20,7 @@ import { bodyDepthError } from './json-depth.ts'
 import type { Logger } from './logger.ts'
 import type { Metrics, RequestObserver } from './metrics.ts'
 import type { HostPolicy } from './host-policy.ts'
+import { redactPath } from './redact-path.ts'
 import { rejectUnsafeText } from './text-safety.ts'
 
 /** A dependency that is not ready may say why, and what fixes it; /readyz shows both under `reasons`. */
@@ -195,7 +196,15 @@ export function toAppError(error: unknown): AppError {
   if (error instanceof SyntaxError || (fastifyError?.statusCode === 400 && /JSON/i.test(fastifyError.message))) {
     return new AppError('malformed_json', 'The request body is not valid JSON', { field: 'body' })
   }
-  if (unavailableDependency(error) !== undefined) {
+  const outage = unavailableDependency(error)
+  if (outage === 'storage') {
+    // Freeing space takes an operator (or a cleanup pass), not a reconnect: a longer Retry-After.
+    return new AppError('unavailable', 'The storage this request writes to is full right now; retry later', {
+      headers: { 'retry-after': '30' },
+      extensions: { retryable: true },
+    })
+  }
+  if (outage !== undefined) {
     return new AppError('unavailable', 'A service this request needs (the database or the cache) is out of reach right now; retry shortly', {
       headers: { 'retry-after': '2' },
       extensions: { retryable: true },
@@ -339,12 +348,15 @@ class RequestLifecycle extends LogController {
     const ms = reply.elapsedTime
     this.#observe(request.method, request.is404 ? 'unmatched' : (request.routeOptions.url ?? 'unmatched'), status, ms)
     if (error) {
-      this.#log.error({ reqId: request.id, method: request.method, url: request.url, status, ms, err: error }, 'request failed')
+      this.#log.error({ reqId: request.id, method: request.method, url: redactPath(request.url), status, ms, err: error }, 'request failed')
     } else if (status >= 500) {
       const failure = failures.get(request)
-      this.#log[failure?.level ?? 'warn']({ reqId: request.id, method: request.method, url: request.url, status, ms, ...(failure ? { code: failure.code } : {}) }, 'request failed')
+      this.#log[failure?.level ?? 'warn'](
+        { reqId: request.id, method: request.method, url: redactPath(request.url), status, ms, ...(failure ? { code: failure.code } : {}) },
+        'request failed',
+      )
     } else if (this.#log.isLevelEnabled('debug') && (request.log.level === 'debug' || request.log.level === 'trace')) {
-      this.#log.debug({ reqId: request.id, method: request.method, url: request.url, status, ms }, 'request')
+      this.#log.debug({ reqId: request.id, method: request.method, url: redactPath(request.url), status, ms }, 'request')
     }
   }
 
@@ -352,9 +364,9 @@ class RequestLifecycle extends LogController {
   preparedCompleted(method: string, route: string, url: string, id: string, status: number, ms: number, error?: unknown): void {
     this.#observe(method, route, status, ms)
     if (error || status >= 500) {
-      this.#log.error({ reqId: id, method, url, status, ms, err: error }, 'request failed')
+      this.#log.error({ reqId: id, method, url: redactPath(url), status, ms, err: error }, 'request failed')
     } else if (this.#log.isLevelEnabled('debug')) {
-      this.#log.debug({ reqId: id, method, url, status, ms }, 'request')
+      this.#log.debug({ reqId: id, method, url: redactPath(url), status, ms }, 'request')
     }
   }
 
@@ -444,7 +456,7 @@ export function createHttpApp(options: HttpAppOptions): FastifyInstance {
     // URLs the router rejects before any route (bad percent-encoding, over-long parameters): a
     // problem+json too. fastify sets no response listener on this path, so it is counted here.
     frameworkErrors: (error, request, reply) => {
-      sendProblem(reply, toAppError(error).toProblem(request.url))
+      sendProblem(reply, toAppError(error).toProblem(redactPath(request.url)))
       lifecycle.requestCompleted(null, request, reply)
     },
     bodyLimit: options.bodyLimitBytes,
@@ -478,13 +490,14 @@ export function createHttpApp(options: HttpAppOptions): FastifyInstance {
       // A fault gets its stack; an expected 5xx (a 501, an upstream's 502/503) only the access line.
       if (level === 'error') request.log.error({ err: error }, 'unhandled error')
     }
-    const problem = appError.toProblem(request.url)
+    const problem = appError.toProblem(redactPath(request.url))
     const page = options.problemPages?.render(request, problem, appError.headers)
     return page ? sendProblemPage(reply, page) : sendProblem(reply, problem, appError.headers)
   })
 
   app.setNotFoundHandler((request, reply) => {
-    const problem = new AppError('route_not_found', `No route ${request.method} ${request.url.split('?')[0]}`).toProblem(request.url)
+    const path = redactPath(request.url)
+    const problem = new AppError('route_not_found', `No route ${request.method} ${path}`).toProblem(path)
     const page = options.problemPages?.render(request, problem, {})
     return page ? sendProblemPage(reply, page) : sendProblem(reply, problem)
   })

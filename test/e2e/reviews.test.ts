@@ -229,6 +229,11 @@ t.test('an uploaded site: created on plan credit, pinned in Chromium, delivered 
     body: JSON.stringify({ comment: '', pins: [], console: [] }),
   })
   t.equal(resubmit.status, 409, 'a session takes one submission')
+  const refusal = (await resubmit.json()) as Json
+  const capability = new URL(session.shareUrl).pathname.split('/')[2] as string
+  t.equal(refusal.instance, '/reviews/{capability}/submission', 'the problem names the route, not the capability')
+  t.notOk(JSON.stringify(refusal).includes(capability), 'the capability appears nowhere in the problem')
+  t.notOk(cli.output().includes(capability), 'nor in the service log')
 
   const stranger = (await (await fetch(`${cli.gateway}/auth/register`, { method: 'POST' })).json()) as Json
   const hidden = await fetch(`${cli.gateway}/api/v1/annotate/reviews/${session.reviewId}`, { headers: { authorization: `Bearer ${stranger.accessToken}` } })
