@@ -7,8 +7,9 @@
 import type { PaymentPayload } from '@x402/core/types'
 import { Challenge, Credential, Receipt } from 'mppx'
 import { decodeHeaderJson, encodeHeaderJson } from '../payments/x402/header-json.ts'
-import { AppError } from '../platform/errors.ts'
-import type { DispatchRequest, DispatchResponse } from './dispatcher.ts'
+import { AppError, isAppError } from '../platform/errors.ts'
+import type { Logger } from '../platform/logger.ts'
+import type { DispatchRequest, DispatchResponse, OperationDispatcher } from './dispatcher.ts'
 import { BODY_ARGUMENT, type McpTool } from './tools.ts'
 
 /** _meta keys a tool call may carry (x402 and MPP keys are theirs; ours are namespaced). */
@@ -259,4 +260,25 @@ export function resultOf(response: DispatchResponse, meta: Record<string, unknow
 export function problemResult(error: AppError, instance: string): ToolResult {
   const problem = error.toProblem(instance) as unknown as Record<string, unknown>
   return { isError: true, structuredContent: problem, content: text(problem), _meta: { [META.http]: { status: error.status, headers: {} } } }
+}
+
+/**
+ * One call of a known tool, as both protocol revisions run it: a refusal before any request or a
+ * role that cannot be reached is a problem result, never a JSON-RPC error (the call reached a tool).
+ */
+export async function callTool(
+  tool: McpTool,
+  args: Record<string, unknown>,
+  meta: Record<string, unknown> | undefined,
+  context: CallContext,
+  deps: { dispatcher: OperationDispatcher; logger: Logger },
+): Promise<ToolResult> {
+  const name = tool.definition.name
+  try {
+    return resultOf(await deps.dispatcher.dispatch(requestOf(tool, args, meta, context)), meta)
+  } catch (error) {
+    if (isAppError(error)) return problemResult(error, `mcp://tool/${name}`)
+    deps.logger.error({ err: error, tool: name }, 'mcp: tool call failed')
+    return problemResult(new AppError('unavailable', `${name} could not be reached; nothing was charged by this call. Retry later.`), `mcp://tool/${name}`)
+  }
 }

@@ -1,20 +1,29 @@
 // POST /mcp: a stateless Streamable HTTP MCP endpoint (official SDK server) whose tools are the
 // registry's operations. Stateless (no session id), so any replica answers any request: each POST
 // gets its own SDK Server and transport (transport.ts), as the SDK requires of stateless transports;
-// the tool table and list result are built once. GET and DELETE answer 405 (no server-initiated stream, no
-// session to end).
+// the tool table and list result are built once. A request marked as MCP 2026-07-28 (its _meta or its
+// MCP-Protocol-Version header) is answered by modern.ts instead, without the SDK. GET and DELETE
+// answer 405 (no server-initiated stream, no session to end).
 import { MAX_JSON_DEPTH, nestsDeeperThan } from '../platform/json-depth.ts'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
-import { CallToolRequestSchema, ErrorCode, InitializeRequestSchema, ListToolsRequestSchema, McpError, PingRequestSchema } from '@modelcontextprotocol/sdk/types.js'
+import {
+  CallToolRequestSchema,
+  ErrorCode,
+  InitializeRequestSchema,
+  ListToolsRequestSchema,
+  McpError,
+  PingRequestSchema,
+  SUPPORTED_PROTOCOL_VERSIONS,
+} from '@modelcontextprotocol/sdk/types.js'
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv'
 import type { Catalog } from '../catalog/catalog.ts'
-import { AppError, isAppError } from '../platform/errors.ts'
 import type { Logger } from '../platform/logger.ts'
-import { problemResult, requestOf, resultOf, type CallContext, type ToolResult } from './calls.ts'
+import { callTool, type CallContext, type ToolResult } from './calls.ts'
 import type { OperationDispatcher } from './dispatcher.ts'
+import { createModernHandler, isModernRequest } from './modern.ts'
 import { buildToolTable, type ToolTable } from './tools.ts'
-import { PostTransport, type RequestSchema, jsonRpcError as rpcError } from './transport.ts'
+import { type HttpAnswer, PostTransport, type RequestSchema, jsonRpcError as rpcError } from './transport.ts'
 
 export const MCP_PATH = '/mcp'
 
@@ -77,21 +86,21 @@ function serverFor(table: ToolTable, deps: McpDeps, context: CallContext): Serve
     const { name } = call.params
     const tool = table.tools.get(name)
     if (!tool) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}; tools/list names every tool`)
-    const meta = call.params._meta as Record<string, unknown> | undefined
-    try {
-      const request = requestOf(tool, call.params.arguments ?? {}, meta, context)
-      return resultOf(await deps.dispatcher.dispatch(request), meta)
-    } catch (error) {
-      if (isAppError(error)) return problemResult(error, `mcp://tool/${name}`)
-      deps.logger.error({ err: error, tool: name }, 'mcp: tool call failed')
-      return problemResult(new AppError('unavailable', `${name} could not be reached; nothing was charged by this call. Retry later.`), `mcp://tool/${name}`)
-    }
+    return callTool(tool, call.params.arguments ?? {}, call.params._meta as Record<string, unknown> | undefined, context, deps)
   })
   return server
 }
 
 export function registerMcpRoute(app: FastifyInstance, deps: McpDeps): void {
   const table = buildToolTable(deps.catalog)
+  const modern = createModernHandler({
+    table,
+    serverInfo: SERVER_INFO,
+    capabilities: CAPABILITIES,
+    instructions: INSTRUCTIONS,
+    legacyVersions: SUPPORTED_PROTOCOL_VERSIONS,
+    logger: deps.logger,
+  })
   const methodNotAllowed = (_request: FastifyRequest, reply: FastifyReply) =>
     jsonRpcError(reply.header('allow', 'POST'), 405, -32000, 'Method not allowed: this MCP endpoint is stateless; use POST.')
   app.register(async (scope) => {
@@ -125,12 +134,18 @@ export function registerMcpRoute(app: FastifyInstance, deps: McpDeps): void {
           )
         }
         if (request.validationError) return jsonRpcError(reply, 400, ErrorCode.InvalidRequest, 'Invalid Request: a JSON-RPC message (object) or batch (array) is required')
-        const server = serverFor(table, deps, contextOf(request))
-        const transport = new PostTransport(REQUESTS)
-        // Not closed afterwards: once it answered, the transport holds nothing, and a close only
-        // builds a "connection closed" error for handlers that are all done.
-        await server.connect(transport)
-        const answer = await transport.answer(request.headers, request.body)
+        const context = contextOf(request)
+        let answer: HttpAnswer
+        if (isModernRequest(request.headers, request.body, SUPPORTED_PROTOCOL_VERSIONS)) {
+          answer = await modern(request.headers, request.body, (tool, args, meta) => callTool(tool, args, meta, context, deps))
+        } else {
+          const server = serverFor(table, deps, context)
+          const transport = new PostTransport(REQUESTS)
+          // Not closed afterwards: once it answered, the transport holds nothing, and a close only
+          // builds a "connection closed" error for handlers that are all done.
+          await server.connect(transport)
+          answer = await transport.answer(request.headers, request.body)
+        }
         reply.code(answer.status as 200)
         if (answer.body === undefined) return reply.send()
         return reply.type('application/json').send(answer.body)

@@ -155,7 +155,11 @@ function definitionOf(entry: CatalogOperation, catalog: Catalog): { definition: 
   return { definition, args }
 }
 
-/** The tools of every built operation of the catalog, in registry order. */
+/**
+ * The tools of every built operation of the catalog, sorted by name (code points): the same order
+ * on every request and replica, whatever the registry's order (tools: "SHOULD return tools in a
+ * deterministic order").
+ */
 export function buildToolTable(catalog: Catalog): ToolTable {
   const tools = new Map<string, McpTool>()
   for (const entry of catalog.operations) {
@@ -163,5 +167,6 @@ export function buildToolTable(catalog: Catalog): ToolTable {
     const { definition, args } = definitionOf(entry, catalog)
     tools.set(definition.name, { definition, entry, args })
   }
-  return { tools, list: { tools: [...tools.values()].map((tool) => tool.definition) } }
+  const names = [...tools.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
+  return { tools, list: { tools: names.map((name) => (tools.get(name) as McpTool).definition) } }
 }

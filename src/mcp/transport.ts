@@ -26,7 +26,7 @@ export interface HttpAnswer {
   body: Buffer | undefined
 }
 
-type Id = string | number
+export type Id = string | number
 
 /** Messages in one batch: the SDK's own web transport refuses more (its MAX_BATCH_SIZE). */
 export const MAX_BATCH_MESSAGES = 100
@@ -37,11 +37,11 @@ export const MAX_BATCH_IN_FLIGHT = 4
 /** The first revision whose POST body is one message: 2025-06-18 removed JSON-RPC batches. */
 const BATCHLESS_SINCE = '2025-06-18'
 /** JSON-RPC's implementation-defined server error: the code the SDK's transport gives its own refusals. */
-const SERVER_ERROR = -32000
+export const SERVER_ERROR = -32000
 /** What a batch's answers are joined with. */
 const [OPEN, COMMA, CLOSE] = ['[', ',', ']'].map((text) => Buffer.from(text)) as [Buffer, Buffer, Buffer]
 
-interface RpcError {
+export interface RpcError {
   code: number
   message: string
   data?: Record<string, unknown>
@@ -60,7 +60,7 @@ export interface RequestSchema {
   safeParse(value: unknown): { success: boolean; error?: { issues: SchemaIssue[] } }
 }
 
-function answerOf(id: Id | null, error: RpcError): string {
+export function answerOf(id: Id | null, error: RpcError): string {
   return JSON.stringify({ jsonrpc: '2.0', id, error })
 }
 
@@ -73,7 +73,7 @@ export function jsonRpcError(status: number, code: number, message: string): Htt
  * text/event-stream), each by name with q > 0: a wildcard lists neither, and a type is compared
  * whole and case-insensitively, not as a substring.
  */
-function acceptsBoth(accept: string): boolean {
+export function acceptsBoth(accept: string): boolean {
   let json = false
   let eventStream = false
   for (const range of accept.split(',')) {
@@ -86,7 +86,7 @@ function acceptsBoth(accept: string): boolean {
   return json && eventStream
 }
 
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
+export const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
 /** JSON-RPC ids and progress tokens, as the SDK's schemas take them (an integer past 2^53 is not one). */
 const isIdValue = (value: unknown): value is Id => typeof value === 'string' || Number.isSafeInteger(value)
 
@@ -97,11 +97,11 @@ const MEMBERS = {
 }
 
 /** A message as this transport sorted it: to run, to hand on, or answered with an error now. */
-type Checked = { kind: 'request'; id: Id; method: string } | { kind: 'other' } | { kind: 'refused'; id: Id | null; error: RpcError }
+export type Checked = { kind: 'request'; id: Id; method: string } | { kind: 'other' } | { kind: 'refused'; id: Id | null; error: RpcError }
 
 const invalidRequest = (reason: string): Checked => ({ kind: 'refused', id: null, error: { code: ErrorCode.InvalidRequest, message: `Invalid Request: ${reason}` } })
 
-function invalidParams(field: string, reason: string): RpcError {
+export function invalidParams(field: string, reason: string): RpcError {
   return { code: ErrorCode.InvalidParams, message: `Invalid params: ${field} ${reason}`, data: { field } }
 }
 
@@ -126,7 +126,7 @@ function unknownMember(message: Record<string, unknown>, members: Set<string>): 
  * valid id) or something to hand on; what it would drop is refused: -32600 with id null (JSON-RPC
  * 2.0: the id of an invalid request cannot be trusted), or -32602 for the params of a request.
  */
-function check(message: unknown): Checked {
+export function check(message: unknown): Checked {
   if (!isObject(message) || message.jsonrpc !== '2.0') return invalidRequest('not a JSON-RPC 2.0 message')
   const { id } = message
   if (id !== undefined && !isIdValue(id)) return invalidRequest('id must be a string or an integer')

@@ -3,6 +3,7 @@
 // dns-rebinding-protection (a localhost server refuses a foreign Host/Origin with a 4xx and answers
 // its own). The same scenario is run once with the guard switched off (ALLOWED_HOSTS=*), where it
 // must fail: the suite's verdict is what this test reads, so it cannot pass by reading nothing.
+// The suite's 0.1.16 has no 2026-07-28 (draft) server scenarios; mcp-2026.test.ts covers that revision.
 import { execFile } from 'node:child_process'
 import path from 'node:path'
 import { promisify } from 'node:util'

@@ -22,9 +22,15 @@ t.test('every built operation of the registry is a tool, and only those', async 
   const table = buildToolTable(catalog)
   const built = catalog.operations.filter((entry) => entry.implemented).map((entry) => entry.spec.operationId)
   t.same([...table.tools.keys()], built)
+  // tools (2026-07-28): "Servers SHOULD return tools in a deterministic order": by name, not by registry position.
   t.same(
     table.list.tools.map((tool) => tool.name),
-    built,
+    [...built].sort(),
+  )
+  t.same(
+    buildToolTable(createCatalog({ services: [...registry.services].reverse() }, { urls, implemented: IMPLEMENTED_OPERATIONS })).list.tools.map((tool) => tool.name),
+    [...built].sort(),
+    'the order does not follow the registry',
   )
   for (const tool of table.list.tools) {
     t.equal(tool.inputSchema.type, 'object', `${tool.name} takes an object`)
