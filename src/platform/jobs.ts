@@ -222,7 +222,18 @@ class PgBossJobQueue implements JobQueue {
     try {
       const params = values ?? []
       if (params.length === 0 && TX_SCRIPT.test(text)) {
-        await this.#db.transaction((tx) => tx.exec(text))
+        try {
+          await this.#db.transaction((tx) => tx.exec(text))
+        } catch (err) {
+          // Two replicas installing at once: the loser may meet the winner's schema as a unique
+          // violation on a catalog index rather than "already exists"; both mean pg-boss's install
+          // race, which it expects and ignores by that message (the winner's install committed).
+          const { code, message } = err as { code?: unknown; message?: unknown }
+          if (code === '23505' && typeof message === 'string' && /"pg_(namespace|type|class)_/.test(message)) {
+            throw new Error(`already exists (a concurrent install won: ${message})`)
+          }
+          throw err
+        }
         return { rows: [] }
       }
       if (CREATE_QUEUE.test(text)) {

@@ -333,3 +333,35 @@ t.test('cron with two replicas on PGlite: once within one slot', async (t) => {
   const backend = await pgliteBackend(t)
   t.equal(await cronRun(backend, t, { durationS: 6 }), 1)
 })
+
+t.test('the loser of an install race that meets the winner as a catalog unique violation still starts', async (t) => {
+  // Seen with two gateways starting on a fresh database: CREATE SCHEMA IF NOT EXISTS lost to the
+  // other replica's committed install with 23505 on pg_namespace, and pg-boss (which expects
+  // "already exists") refused to start. Played here: the install script runs, then reports that error.
+  const backend = await postgresBackend(t)
+  if (!backend) return
+  const schema = `jobs_race_${randomBytes(4).toString('hex')}`
+  t.teardown(() => backend.admin.exec(`drop schema if exists ${schema} cascade`))
+  const db = await backend.handle(1)
+  let raced = 0
+  const racing: Db = {
+    kind: db.kind,
+    query: (sql, params) => db.query(sql, params),
+    exec: (sql) => db.exec(sql),
+    ping: () => db.ping(),
+    close: () => db.close(),
+    transaction: async <T>(fn: (tx: Queryable) => Promise<T>) => {
+      const result = await db.transaction(fn)
+      const script = await db.query<{ n: string }>(`select count(*)::text as n from pg_namespace where nspname = $1`, [schema])
+      if (raced === 0 && script[0]?.n === '1') {
+        raced += 1
+        throw Object.assign(new Error(`duplicate key value violates unique constraint "pg_namespace_nspname_index"`), { code: '23505' })
+      }
+      return result
+    },
+  }
+  const queue = await openJobQueue({ db: racing, logger: testJobLogger(), schema })
+  t.teardown(() => queue.stop({ timeoutMs: 1000 }))
+  t.equal(raced, 1, 'the install reported the race')
+  t.ok(await queue.send('t.race', { x: 1 }), 'and the queue works')
+})
