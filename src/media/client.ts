@@ -1,6 +1,6 @@
 // The gateway's way to the media role when it runs in another process (MEDIA_URL): the same
 // MediaClient over HTTP, authenticated by a shared bearer (MEDIA_INTERNAL_TOKEN). The media role's
-// problem answers (400 naming a field, 502/503/504) come back as the same AppError.
+// problem answers (400 naming a field, 502/503/504, with their Retry-After) come back as the same AppError.
 import { AppError, errorCatalogue, type ErrorCode } from '../platform/errors.ts'
 import type { MediaClient } from './service.ts'
 import type { SongOutcome } from './songs.ts'
@@ -36,8 +36,10 @@ export function createHttpMediaClient(options: { url: string; token: string; fet
       problem = JSON.parse(text) as typeof problem
     } catch {}
     const code = problem.code !== undefined && problem.code in errorCatalogue ? (problem.code as ErrorCode) : 'media_unavailable'
+    const retryAfter = response.headers.get('retry-after')
     throw new AppError(code, problem.detail ?? `the media role answered ${response.status}; nothing was charged`, {
       ...(problem.field ? { field: problem.field } : {}),
+      ...(retryAfter ? { headers: { 'retry-after': retryAfter } } : {}),
       status: code === 'media_unavailable' && response.status !== 503 ? 502 : response.status,
     })
   }

@@ -9,6 +9,7 @@ import type { SongRequest, SongResult } from '../catalog/schemas/songs.ts'
 import type { Slots } from './slots.ts'
 import type { BlobStore } from '../platform/blobs.ts'
 import { AppError } from '../platform/errors.ts'
+import { unavailableDependency } from '../platform/dependency-errors.ts'
 import type { Logger } from '../platform/logger.ts'
 import type { AnalysisPool } from './analysis-pool.ts'
 import { decodeToPcm, encodeMp3 } from './audio-io/ffmpeg.ts'
@@ -57,8 +58,14 @@ export function candidateSeed(seed: number | undefined, index: number): number {
   return next > MAX_SEED ? next - 2 * MAX_SEED - 1 : next
 }
 
-/** Every candidate failed: 504 if one timed out, 503 if a tool or upstream was missing, else 502. */
-function allFailed(errors: unknown[]): AppError {
+/**
+ * Every candidate failed: a dependency's outage (the blob volume full, …) as itself (503 with
+ * Retry-After: the generation did not fail), else 504 if one timed out, 503 if a tool or upstream
+ * was missing, else 502.
+ */
+function allFailed(errors: unknown[]): unknown {
+  const outage = errors.find((error) => unavailableDependency(error) !== undefined)
+  if (outage !== undefined) return outage
   const kinds = errors.map((error) => (error instanceof GenerationError ? error.kind : 'upstream'))
   const detail = `all ${errors.length} generation${errors.length === 1 ? '' : 's'} failed (${[...new Set(kinds)].join(', ')}); nothing was charged`
   if (kinds.includes('timeout')) return new AppError('generation_timeout', detail, { extensions: { generationFailures: errors.length } })
