@@ -1,21 +1,26 @@
 // The topology drill: `npm run drill:topology` (docs/reliability.md). The Helm chart's topology on
 // one machine (test/helpers/topology.ts): 2 gateways, 2 scheduler-api, a controller, media and
 // memory, each `agent-gateway <role>` with the chart's environment, behind round-robin fronts, on a
-// throw-away Postgres database, Redis and a separate anvil over CHAIN_RPC_URL. Real x402 clients
-// put mixed load on it for DRILL_MINUTES (2) while DRILL_FAULTS faults (4 per minute) hit it at
-// moments drawn from DRILL_SEED (printed): kill -9 of a replica and its restart, pg_terminate_backend,
-// Redis CLIENT KILL, the RPC node stopped for DRILL_RPC_DOWN_S (10) seconds. Then quiescence and
-// the invariants (test/helpers/topology-invariants.ts); a table; exit 1 on any violated invariant.
+// Postgres cluster and a Redis server of the drill's own, anvil behind an RPC front over
+// CHAIN_RPC_URL and BLOB_DIR on a small tmpfs. Real x402 clients put mixed load on it for
+// DRILL_MINUTES (2) while DRILL_FAULTS faults (4 per minute) hit it at moments drawn from DRILL_SEED
+// (printed): kill -9 of a replica and its restart, pg_terminate_backend, a Postgres restart -m
+// immediate, Redis CLIENT KILL, a Redis restart, the RPC front down or slow, anvil restarted behind
+// the closed front, the blob volume full. Then quiescence and the invariants
+// (test/helpers/topology-invariants.ts); a table; exit 1 on any violated invariant.
 //
-// Variables: DRILL_SEED, DRILL_MINUTES, DRILL_FAULTS, DRILL_KINDS (kill,pg-terminate,redis-kill,rpc-stop),
+// Variables: DRILL_SEED, DRILL_MINUTES, DRILL_FAULTS, DRILL_KINDS (all of FAULT_KINDS),
+// DRILL_SHARED_SERVICES (unset: own Postgres and Redis), DRILL_RPC_DOWN_S (10), DRILL_RPC_SLOW_S (20),
+// DRILL_RPC_DELAY_S (3-8), DRILL_DISK_FULL_S (15), DRILL_BLOB_MB (64), DRILL_RECOVERY_BOUND_S (30),
 // DRILL_TASK_BUYERS (3), DRILL_MEMORY_BUYERS (1), DRILL_PACE_MS (250), DRILL_MAX_CALLS (5000),
 // DRILL_READY_BOUND_S (60), DRILL_GRACE_S (5), DRILL_CONTROLLERS (1), DRILL_MEMORIES (1), DRILL_REDIS_DB (9), DRILL_KEEP,
-// DRILL_LOG_LEVEL (warn); TEST_DATABASE_URL and TEST_REDIS_URL name the servers.
+// DRILL_LOG_LEVEL (warn); with DRILL_SHARED_SERVICES, TEST_DATABASE_URL and TEST_REDIS_URL name the servers.
 import { randomInt } from 'node:crypto'
 import { postgresUnreachable } from '../test/helpers/crash-drill.ts'
+import { ownPostgresUnavailable, ownRedisUnavailable } from '../test/helpers/own-services.ts'
 import { SERVICE_ADDRESS, startTopology, type Topology } from '../test/helpers/topology.ts'
 import { seededRandom } from '../test/helpers/signals.ts'
-import { FAULT_KINDS, type FaultKind, planFaults, runFaults } from '../test/helpers/topology-faults.ts'
+import { FAULT_KINDS, type FaultKind, OWN_SERVICE_KINDS, planFaults, runFaults } from '../test/helpers/topology-faults.ts'
 import { checkMoney, judgeCalls, quiesce, table } from '../test/helpers/topology-invariants.ts'
 import { fundBuyers, startLoad } from '../test/helpers/topology-load.ts'
 
@@ -28,20 +33,27 @@ const seed = process.env.DRILL_SEED === undefined ? randomInt(2 ** 31) : Number(
 if (!Number.isInteger(seed)) throw new Error('DRILL_SEED must be an integer')
 const minutes = num('DRILL_MINUTES', 2)
 const faultCount = Math.round(num('DRILL_FAULTS', Math.max(2, Math.round(minutes * 4))))
-const kinds = (process.env.DRILL_KINDS ?? FAULT_KINDS.join(',')).split(',').map((kind) => kind.trim()) as FaultKind[]
-if (kinds.length === 0 || kinds.some((kind) => !FAULT_KINDS.includes(kind))) throw new Error(`DRILL_KINDS must be a list of ${FAULT_KINDS.join(', ')}`)
+const asked = (process.env.DRILL_KINDS ?? FAULT_KINDS.join(',')).split(',').map((kind) => kind.trim()) as FaultKind[]
+if (asked.length === 0 || asked.some((kind) => !FAULT_KINDS.includes(kind))) throw new Error(`DRILL_KINDS must be a list of ${FAULT_KINDS.join(', ')}`)
+const shared = process.env.DRILL_SHARED_SERVICES === '1'
+// The machine's servers serve every other test: the drill restarts only servers it started.
+const kinds = shared ? asked.filter((kind) => !OWN_SERVICE_KINDS.includes(kind)) : asked
+if (kinds.length === 0) throw new Error(`DRILL_SHARED_SERVICES=1 leaves none of ${asked.join(', ')} (${OWN_SERVICE_KINDS.join(', ')} need the own services)`)
+const [delayMin, delayMax] = (process.env.DRILL_RPC_DELAY_S ?? '3-8').split('-').map((part) => Number(part) * 1000)
+if (!Number.isFinite(delayMin) || !Number.isFinite(delayMax) || (delayMin as number) > (delayMax as number)) throw new Error('DRILL_RPC_DELAY_S must be <min>-<max> seconds')
 const readyBoundMs = num('DRILL_READY_BOUND_S', 60) * 1000
 const graceMs = num('DRILL_GRACE_S', 5) * 1000
 const keep = process.env.DRILL_KEEP !== undefined
 
-const unreachable = await postgresUnreachable()
-if (unreachable) throw new Error(unreachable)
+const unreachable = shared ? await postgresUnreachable() : (ownPostgresUnavailable() ?? ownRedisUnavailable())
+if (unreachable) throw new Error(`${unreachable}${shared ? '' : ' (DRILL_SHARED_SERVICES=1 runs on the machine’s servers, without the restart kinds)'}`)
 process.once('SIGINT', () => process.exit(130))
 process.once('SIGTERM', () => process.exit(143))
 
 const began = performance.now()
 const log = (line: string) => console.log(`[${((performance.now() - began) / 1000).toFixed(1).padStart(6)} s] ${line}`)
 log(`seed ${seed} (DRILL_SEED=${seed} replays the fault plan); ${minutes} min of load, ${faultCount} faults of ${kinds.join(',')}`)
+if (kinds.length < asked.length) log(`shared services: ${asked.filter((kind) => !kinds.includes(kind)).join(', ')} left out (the drill restarts only servers it started)`)
 const random = seededRandom(seed)
 const plan = planFaults(random, minutes * 60_000, faultCount, kinds)
 log(`fault plan: ${plan.map((step) => `${(step.at / 1000).toFixed(0)} s ${step.kind}`).join(', ')}`)
@@ -50,13 +62,21 @@ const problems: string[] = []
 let topology: Topology | undefined
 let failed = false
 try {
-  topology = await startTopology({ controllers: num('DRILL_CONTROLLERS', 1), memories: num('DRILL_MEMORIES', 1), redisDb: num('DRILL_REDIS_DB', 9), log })
+  topology = await startTopology({
+    controllers: num('DRILL_CONTROLLERS', 1),
+    memories: num('DRILL_MEMORIES', 1),
+    redisDb: num('DRILL_REDIS_DB', 9),
+    sharedServices: shared,
+    blobVolumeMb: num('DRILL_BLOB_MB', 64),
+    log,
+  })
   const startupMs = performance.now() - began
   // The RPC node produces a block every 2 s, as a real chain does (anvil alone mines only on a
   // transaction, and its clock stands still in between: an expired authorization would look alive).
+  // Straight to the node: a chain goes on producing blocks while an RPC endpoint is down or slow.
   const producer = setInterval(() => {
     if (!topology?.chainUp()) return
-    fetch(topology.rpcUrl, {
+    fetch(topology.nodeUrl, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: '{"jsonrpc":"2.0","id":1,"method":"evm_mine","params":[]}',
@@ -69,7 +89,16 @@ try {
   log(`${buyers.length} buyers funded; service wallet ${walletBase} micros; load for ${minutes} min`)
 
   const load = startLoad(topology, buyers, { paceMs: num('DRILL_PACE_MS', 250), maxCalls: num('DRILL_MAX_CALLS', 5000), random })
-  const faults = runFaults(topology, plan, { rpcDownMs: num('DRILL_RPC_DOWN_S', 10) * 1000, readyBoundMs, log, stopAfterMs: minutes * 60_000 })
+  const faults = runFaults(topology, plan, {
+    rpcDownMs: num('DRILL_RPC_DOWN_S', 10) * 1000,
+    rpcSlowMs: num('DRILL_RPC_SLOW_S', 20) * 1000,
+    rpcDelayMs: [delayMin as number, delayMax as number],
+    diskFullMs: num('DRILL_DISK_FULL_S', 15) * 1000,
+    readyBoundMs,
+    recoveryBoundMs: num('DRILL_RECOVERY_BOUND_S', 30) * 1000,
+    log,
+    stopAfterMs: minutes * 60_000,
+  })
   await new Promise((resolve) => setTimeout(resolve, minutes * 60_000))
   faults.stop()
   await faults.done
@@ -78,7 +107,9 @@ try {
 
   // Whatever a failed restart left down is brought back: the checks need every replica.
   for (const proc of topology.processes) if (!proc.cli) await topology.start(proc).catch((error: unknown) => problems.push(`${proc.name} could not be restarted: ${error}`))
-  if (!topology.chainUp()) await topology.startChain()
+  topology.rpcFront.slow(undefined)
+  topology.blobs.free()
+  if (!topology.chainUp() || !topology.rpcFront.isUp()) await topology.startChain()
   const rest = await quiesce(topology, buyers, problems, 240_000)
   log(
     `quiescent: ${rest.retried} purchases retried, ${rest.deleted} tasks deleted, ${rest.withdrawn} deposits withdrawn; ` +
@@ -99,6 +130,8 @@ try {
   console.log(
     table(faults.faults, verdict, money, {
       fronts: front,
+      'rpc front': `${topology.rpcFront.stats.proxied} answered, ${topology.rpcFront.stats.dropped} reset while down (refused connections never reach it), ${topology.rpcFront.stats.delayed} held back while slow`,
+      services: topology.services === 'own' ? 'own Postgres cluster and Redis server' : 'the machine’s shared Postgres and Redis',
       'start-up': `${(startupMs / 1000).toFixed(1)} s for the whole topology`,
       restarts: topology.processes.map((proc) => `${proc.name} ${proc.restarts}`).join(', '),
       crashes: topology.crashes.length === 0 ? 'none' : topology.crashes.map((crash) => `${crash.name} (${crash.code ?? crash.signal})`).join(', '),

@@ -3,7 +3,7 @@
 // (and CI), so faults are injected only into services the drill started. Postgres runs as the
 // `postgres` user (it refuses root) from the Debian binaries; Redis keeps nothing on disk, as the
 // machine's does, so a restart loses what it held, as a cache restart in production does.
-import { type ChildProcess, execFile, spawn } from 'node:child_process'
+import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process'
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -24,6 +24,8 @@ export function postgresBin(): string | undefined {
 
 export interface OwnPostgres {
   port: number
+  /** The cluster's files (its data directory and server.log are under it). */
+  root: string
   /** postgres://…/`database` on this cluster (trust auth). */
   url(database?: string): string
   /** Creates `name` (idempotent). */
@@ -33,6 +35,13 @@ export interface OwnPostgres {
   stop(): Promise<void>
   /** Stops the cluster and deletes its files. */
   destroy(): Promise<void>
+  /** `pg_ctl stop -m immediate`, synchronously: for a process 'exit' hook (files kept). */
+  stopNow(): void
+}
+
+export interface OwnPostgresOptions {
+  /** max_connections of the cluster (default 200). */
+  maxConnections?: number
 }
 
 /** Why an own Postgres cannot start here (no binaries, no `postgres` user, not root), or undefined. */
@@ -44,7 +53,7 @@ export function ownPostgresUnavailable(): string | undefined {
 
 const asPostgres = (bin: string, args: string[]) => run('runuser', ['-u', 'postgres', '--', bin, ...args], { maxBuffer: 1 << 20 })
 
-export async function startOwnPostgres(): Promise<OwnPostgres> {
+export async function startOwnPostgres(options: OwnPostgresOptions = {}): Promise<OwnPostgres> {
   const unavailable = ownPostgresUnavailable()
   if (unavailable) throw new Error(unavailable)
   const bin = postgresBin() as string
@@ -61,14 +70,15 @@ export async function startOwnPostgres(): Promise<OwnPostgres> {
   await asPostgres(path.join(bin, 'initdb'), ['-D', data, '--auth=trust', '--username=postgres', '--encoding=UTF8', '--no-sync'])
   const port = await freePort()
   // fsync stays on: a restart -m immediate must lose nothing that was committed.
-  const options = `-p ${port} -c listen_addresses=127.0.0.1 -k ${socket} -c max_connections=200`
+  const serverOptions = `-p ${port} -c listen_addresses=127.0.0.1 -k ${socket} -c max_connections=${options.maxConnections ?? 200}`
   const pgCtl = (args: string[]) => asPostgres(path.join(bin, 'pg_ctl'), ['-D', data, '-w', '-t', '60', ...args])
   // -l on every start: a postmaster left on pg_ctl's stdout would hold our pipe open forever.
   const log = path.join(data, 'server.log')
-  await pgCtl(['-o', options, '-l', log, 'start'])
+  await pgCtl(['-o', serverOptions, '-l', log, 'start'])
   const url = (database = 'postgres') => `postgres://postgres@127.0.0.1:${port}/${database}`
   return {
     port,
+    root,
     url,
     async createDatabase(name) {
       const exists = await run(path.join(bin, 'psql'), ['-h', '127.0.0.1', '-p', String(port), '-U', 'postgres', '-tAc', `select 1 from pg_database where datname = '${name}'`])
@@ -83,6 +93,13 @@ export async function startOwnPostgres(): Promise<OwnPostgres> {
     async destroy() {
       await pgCtl(['-m', 'immediate', 'stop']).catch(() => undefined)
       rmSync(root, { recursive: true, force: true })
+    },
+    stopNow() {
+      try {
+        execFileSync('runuser', ['-u', 'postgres', '--', path.join(bin, 'pg_ctl'), '-D', data, '-m', 'immediate', 'stop'], { stdio: 'ignore', timeout: 10_000 })
+      } catch {
+        // not running
+      }
     },
   }
 }

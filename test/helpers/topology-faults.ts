@@ -1,16 +1,37 @@
 // The topology drill's faults, at moments drawn from a printed seed: kill -9 of a replica's whole
 // process group and its restart with the same environment (as the kubelet restarts a container),
-// pg_terminate_backend of every connection to the drill's database, a kill of every Redis client
-// connection of the drill's Redis database (CLIENT KILL ID …, never FLUSH), and the RPC node stopped
-// for a while and restarted on its saved state. One fault at a time: the next waits for the
-// previous one's recovery. Each fault is a window [start, end + grace] in which clients may see
-// 503 problem+json with Retry-After (topology-invariants.ts).
+// pg_terminate_backend of every connection to the drill's database, the own Postgres restarted
+// `-m immediate`, a kill of every Redis client connection of the drill's Redis database (CLIENT KILL
+// ID …, never FLUSH), the own Redis restarted empty, the RPC front refusing or dropping connections
+// for a while, the RPC front answering seconds late, the RPC node itself restarted behind a closed
+// front, and the blob volume filled to ENOSPC. One fault at a time: the next waits for the previous
+// one's recovery. Each fault is a window [start, end + grace] in which clients may see 503
+// problem+json with Retry-After (topology-invariants.ts).
+import { MEDIA_SPEECH_PATH } from '../../src/media/client.ts'
 import { openDb } from '../../src/platform/db/index.ts'
-import { openAdmin } from './servers.ts'
+import { seededRandom } from './signals.ts'
 import type { RoleProcess, Topology } from './topology.ts'
 
-export type FaultKind = 'kill' | 'pg-terminate' | 'redis-kill' | 'rpc-stop'
-export const FAULT_KINDS: readonly FaultKind[] = ['kill', 'pg-terminate', 'redis-kill', 'rpc-stop']
+export type FaultKind = 'kill' | 'pg-terminate' | 'pg-restart' | 'redis-kill' | 'redis-restart' | 'rpc-stop' | 'rpc-slow' | 'rpc-restart' | 'disk-full'
+export const FAULT_KINDS: readonly FaultKind[] = ['kill', 'pg-terminate', 'pg-restart', 'redis-kill', 'redis-restart', 'rpc-stop', 'rpc-slow', 'rpc-restart', 'disk-full']
+/** Kinds that restart a service the drill must own (not the machine's shared Postgres or Redis). */
+export const OWN_SERVICE_KINDS: readonly FaultKind[] = ['pg-restart', 'redis-restart']
+
+export interface FaultOptions {
+  /** rpc-stop: how long the front refuses or drops connections. */
+  rpcDownMs: number
+  /** rpc-slow: how long answers are late, and by how much (each answer drawn in [min, max]). */
+  rpcSlowMs: number
+  rpcDelayMs: [number, number]
+  /** disk-full: how long the blob volume stays full. */
+  diskFullMs: number
+  /** kill: a restarted process must be ready within this. */
+  readyBoundMs: number
+  /** pg-restart, redis-restart, rpc-restart, disk-full: every process ready again within this of the injection. */
+  recoveryBoundMs: number
+  log: (line: string) => void
+  stopAfterMs: number
+}
 
 export interface Fault {
   kind: FaultKind
@@ -19,7 +40,7 @@ export interface Fault {
   /** Date.now() when it was injected and when its dependency or process was back (ready). */
   start: number
   end: number
-  /** ms from injection to ready again (kill: the restart, to /readyz 200; rpc-stop: down time + restart). */
+  /** ms from injection to ready again (kill: the restart, to /readyz 200; restarts: every /readyz 200; rpc-stop: down time). */
   recoveryMs: number
   /** The restart failed, or the process was not ready within the bound. */
   error?: string
@@ -66,7 +87,7 @@ async function killAndRestart(topology: Topology, proc: RoleProcess, readyBoundM
 
 /** pg_terminate_backend of every backend on the drill's database (the admin's own excepted). */
 async function terminateBackends(topology: Topology): Promise<Fault> {
-  const admin = await openAdmin()
+  const admin = await topology.openAdmin()
   const start = Date.now()
   try {
     // The pids first, then one terminate each: in a single WHERE, Postgres may call
@@ -112,20 +133,146 @@ async function killRedisClients(topology: Topology): Promise<Fault> {
   }
 }
 
-/** The RPC node stopped (state saved) for `downMs`, then restarted on the same port and state. */
-async function stopRpc(topology: Topology, downMs: number): Promise<Fault> {
+/** A dependency restarted by `restart`; the fault ends when every process's /readyz is 200 again. */
+async function restartDependency(topology: Topology, kind: FaultKind, what: string, restart: () => Promise<void>, boundMs: number): Promise<Fault> {
   const start = Date.now()
-  await topology.stopChain()
-  await sleep(downMs)
-  const fault: Fault = { kind: 'rpc-stop', target: `${Math.round(downMs / 1000)} s down`, start, end: start, recoveryMs: 0 }
+  const fault: Fault = { kind, target: what, start, end: start, recoveryMs: 0 }
   try {
-    await topology.startChain()
+    await restart()
+    const back = Date.now() - start
+    await topology.untilAllReady(boundMs)
+    fault.target = `${what} (back in ${(back / 1000).toFixed(1)} s)`
   } catch (error) {
-    fault.error = `the RPC node did not restart: ${(error as Error).message.slice(0, 2000)}`
+    fault.error = `${what}: ${(error as Error).message.slice(0, 2000)}`
+  }
+  fault.end = Date.now()
+  fault.recoveryMs = fault.end - start
+  if (!fault.error && fault.recoveryMs > boundMs) fault.error = `every /readyz 200 only ${fault.recoveryMs} ms after the ${kind}, over the bound of ${boundMs} ms`
+  return fault
+}
+
+/** The RPC front refuses (or accepts and resets) every connection for `downMs`; the node keeps running. */
+async function stopRpc(topology: Topology, downMs: number, pick: number): Promise<Fault> {
+  const mode = pick < 0.5 ? 'refuse' : 'reset'
+  const start = Date.now()
+  await topology.rpcFront.down(mode)
+  await sleep(downMs)
+  const fault: Fault = { kind: 'rpc-stop', target: `${Math.round(downMs / 1000)} s of ${mode === 'refuse' ? 'refused' : 'reset'} connections`, start, end: start, recoveryMs: 0 }
+  try {
+    await topology.rpcFront.up()
+  } catch (error) {
+    fault.error = `the RPC front did not open again: ${(error as Error).message.slice(0, 2000)}`
   }
   fault.end = Date.now()
   fault.recoveryMs = fault.end - start
   return fault
+}
+
+/** Every RPC answer held back by a seeded delay in `delayMs` for `slowMs`. */
+async function slowRpc(topology: Topology, slowMs: number, delayMs: [number, number], pick: number): Promise<Fault> {
+  const random = seededRandom(Math.floor(pick * 2 ** 31))
+  const [min, max] = delayMs
+  const start = Date.now()
+  topology.rpcFront.slow(() => Math.round(min + random() * (max - min)))
+  await sleep(slowMs)
+  topology.rpcFront.slow(undefined)
+  const delayed = topology.rpcFront.stats.delayed
+  // The answers still held when it ends are late too: the window covers the longest of them.
+  await sleep(max)
+  const end = Date.now()
+  return { kind: 'rpc-slow', target: `${Math.round(slowMs / 1000)} s of answers ${min / 1000}–${max / 1000} s late (${delayed} so far)`, start, end, recoveryMs: end - start }
+}
+
+/** The internal media API asked for a short speech (its WAV goes to the blob store): the status and code. */
+async function probeBlobWrite(topology: Topology): Promise<{ status: number; code?: string; problem: boolean; retryAfter: boolean; ms: number }> {
+  const media = topology.processes.find((proc) => proc.role === 'media') as RoleProcess
+  const begun = Date.now()
+  const res = await fetch(`http://127.0.0.1:${media.port}${MEDIA_SPEECH_PATH}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${media.env.MEDIA_INTERNAL_TOKEN}` },
+    body: JSON.stringify({ input: `disk probe ${Date.now()}` }),
+    signal: AbortSignal.timeout(30_000),
+  }).catch(() => undefined)
+  if (!res) return { status: 0, problem: false, retryAfter: false, ms: Date.now() - begun }
+  const body = (await res.json().catch(() => ({}))) as { code?: string }
+  return {
+    ms: Date.now() - begun,
+    status: res.status,
+    ...(body.code ? { code: body.code } : {}),
+    problem: (res.headers.get('content-type') ?? '').startsWith('application/problem+json'),
+    retryAfter: res.headers.get('retry-after') !== null,
+  }
+}
+
+/**
+ * The blob volume filled to ENOSPC for `fullMs`, then freed. A blob write meanwhile (the media
+ * probe) must be refused as 503 problem+json with Retry-After, and every process must live on.
+ */
+async function fillDisk(topology: Topology, options: FaultOptions): Promise<Fault> {
+  const start = Date.now()
+  const bytes = await topology.blobs.fill()
+  const fault: Fault = { kind: 'disk-full', target: `blob volume full (${Math.round(bytes / 2 ** 20)} MiB filler)`, start, end: start, recoveryMs: 0 }
+  const problems: string[] = []
+  try {
+    const full = await probeBlobWrite(topology)
+    fault.target += `; a blob write answered ${full.status}${full.code ? ` ${full.code}` : ''} in ${(full.ms / 1000).toFixed(1)} s`
+    if (full.status !== 0 && (full.status !== 503 || !full.problem || !full.retryAfter)) {
+      problems.push(
+        `a blob write on the full volume answered ${full.status} ${full.code ?? ''} (problem+json ${full.problem}, Retry-After ${full.retryAfter}), not 503 problem+json with Retry-After`,
+      )
+    }
+    await sleep(Math.max(0, start + options.diskFullMs - Date.now()))
+  } finally {
+    topology.blobs.free()
+  }
+  try {
+    await topology.untilAllReady(options.recoveryBoundMs)
+    const freed = await probeBlobWrite(topology)
+    fault.target += `, once freed ${freed.status} in ${(freed.ms / 1000).toFixed(1)} s`
+    // Songs and speech need the media tools; without them media answers 503 media_unavailable throughout.
+    if (freed.status !== 200 && freed.code !== 'media_unavailable') problems.push(`a blob write after the volume was freed answered ${freed.status} ${freed.code ?? ''}`)
+  } catch (error) {
+    problems.push((error as Error).message.slice(0, 500))
+  }
+  fault.end = Date.now()
+  fault.recoveryMs = fault.end - start
+  if (problems.length > 0) fault.error = problems.join('; ')
+  return fault
+}
+
+function inject(topology: Topology, step: FaultPlan, options: FaultOptions): Promise<Fault> {
+  const bound = options.recoveryBoundMs
+  switch (step.kind) {
+    case 'kill': {
+      const proc = topology.processes[Math.floor(step.pick * topology.processes.length)] as RoleProcess
+      return killAndRestart(topology, proc, options.readyBoundMs)
+    }
+    case 'pg-terminate':
+      return terminateBackends(topology)
+    case 'pg-restart':
+      return restartDependency(topology, 'pg-restart', 'pg_ctl restart -m immediate', () => topology.restartPostgres(), bound)
+    case 'redis-kill':
+      return killRedisClients(topology)
+    case 'redis-restart':
+      return restartDependency(topology, 'redis-restart', 'Redis killed and started empty', () => topology.restartRedis(), bound)
+    case 'rpc-stop':
+      return stopRpc(topology, options.rpcDownMs, step.pick)
+    case 'rpc-slow':
+      return slowRpc(topology, options.rpcSlowMs, options.rpcDelayMs, step.pick)
+    case 'rpc-restart':
+      return restartDependency(
+        topology,
+        'rpc-restart',
+        'anvil restarted behind the closed front',
+        async () => {
+          await topology.stopChain()
+          await topology.startChain()
+        },
+        bound,
+      )
+    case 'disk-full':
+      return fillDisk(topology, options)
+  }
 }
 
 export interface FaultRunner {
@@ -136,11 +283,7 @@ export interface FaultRunner {
 }
 
 /** Runs `plan` against `topology` from now on, one fault at a time. */
-export function runFaults(
-  topology: Topology,
-  plan: FaultPlan[],
-  options: { rpcDownMs: number; readyBoundMs: number; log: (line: string) => void; stopAfterMs: number },
-): FaultRunner {
+export function runFaults(topology: Topology, plan: FaultPlan[], options: FaultOptions): FaultRunner {
   const faults: Fault[] = []
   let stopped = false
   const began = Date.now()
@@ -149,15 +292,13 @@ export function runFaults(
       const wait = began + step.at - Date.now()
       if (wait > 0) await sleep(wait)
       if (stopped || Date.now() - began > options.stopAfterMs) break
+      if (step.kind === 'disk-full' && topology.blobs.unavailable) {
+        options.log(`fault at ${((Date.now() - began) / 1000).toFixed(1)} s: disk-full skipped (${topology.blobs.unavailable})`)
+        continue
+      }
       let fault: Fault
       try {
-        if (step.kind === 'kill') {
-          const candidates = topology.processes
-          const proc = candidates[Math.floor(step.pick * candidates.length)] as RoleProcess
-          fault = await killAndRestart(topology, proc, options.readyBoundMs)
-        } else if (step.kind === 'pg-terminate') fault = await terminateBackends(topology)
-        else if (step.kind === 'redis-kill') fault = await killRedisClients(topology)
-        else fault = await stopRpc(topology, options.rpcDownMs)
+        fault = await inject(topology, step, options)
       } catch (error) {
         const now = Date.now()
         fault = { kind: step.kind, target: '?', start: now, end: now, recoveryMs: 0, error: `could not inject: ${(error as Error).message}` }

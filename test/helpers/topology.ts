@@ -1,15 +1,17 @@
 // The Helm chart's topology on one machine, for the topology drill (bench/topology-drill.ts): every
 // role its own `agent-gateway <role>` process from the same CLI, with the environment the chart
-// gives it (charts/agent-gateway/templates/_helpers.tpl "agent-gateway.env"), on a throw-away
-// Postgres database, the real Redis (a database number of its own) and a separate anvil reached over
-// CHAIN_RPC_URL like a real RPC node. The public URLs point at round-robin fronts
-// (topology-front.ts), one per public service, as the chart's Ingress does.
+// gives it (charts/agent-gateway/templates/_helpers.tpl "agent-gateway.env"), on a Postgres cluster
+// and a Redis server of the drill's own (own-services.ts: the faults restart them; with
+// sharedServices, a throw-away database and a Redis database number on the machine's servers) and
+// a separate anvil reached over CHAIN_RPC_URL through an RPC front of its own (topology-rpc-front.ts)
+// like a real RPC endpoint. The shared BLOB_DIR is a small tmpfs (topology-disk.ts). The public URLs
+// point at round-robin fronts (topology-front.ts), one per public service, as the chart's Ingress does.
 //
 // Executor: the local one (bubblewrap), with ONE controller: the kubernetes executor's Lease
 // election would need the fake API server to run Jobs, which it does not; the local executor has
 // no leader election, so a second local controller is opt-in (DRILL_CONTROLLERS=2) and not what
 // the chart deploys (controller.replicas 1).
-import { execFile } from 'node:child_process'
+import { execFile, execFileSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
@@ -17,11 +19,15 @@ import path from 'node:path'
 import { promisify } from 'node:util'
 import { privateKeyToAccount } from 'viem/accounts'
 import { ANVIL_ACCOUNT_0_KEY, type StartedDevChain, startDevChain } from '../../src/payments/chain/dev.ts'
+import { type Db, openDb } from '../../src/platform/db/index.ts'
 import type { Role } from '../../src/platform/roles.ts'
 import { type CliProcess, freePort, repoRoot, startCli } from './cli.ts'
+import { type OwnPostgres, type OwnRedis, startOwnPostgres, startOwnRedis } from './own-services.ts'
 import { disownGroup, killGroup, killOwnedGroups, ownGroup } from './process-groups.ts'
 import { openAdmin, PG_URL, REDIS_URL } from './servers.ts'
+import { type BlobVolume, mountBlobVolume } from './topology-disk.ts'
 import { type Backend, type Front, startFront } from './topology-front.ts'
+import { type RpcFront, startRpcFront } from './topology-rpc-front.ts'
 
 export const SERVICE_KEY = ANVIL_ACCOUNT_0_KEY
 export const SERVICE_ADDRESS = privateKeyToAccount(ANVIL_ACCOUNT_0_KEY).address
@@ -62,16 +68,39 @@ export interface TopologyOptions {
   memories?: number
   /** Redis database number of the drill (keys stay apart from other users of the server). */
   redisDb?: number
+  /** The machine's Postgres and Redis (TEST_DATABASE_URL, TEST_REDIS_URL) instead of the drill's own: nothing can restart them. */
+  sharedServices?: boolean
+  /** Size of the blob volume (tmpfs), MiB; default 64. */
+  blobVolumeMb?: number
+  /** Connections per process (DATABASE_POOL_MAX); default 5. */
+  poolMax?: number
   log?: (line: string) => void
 }
+
+/** max_connections of the drill's own cluster: a small server's default, which the pools must fit. */
+export const OWN_MAX_CONNECTIONS = 100
 
 export interface Topology {
   root: string
   database: { name: string; url: string }
   redisUrl: string
   redisDb: number
+  /** 'own': a Postgres cluster and a Redis server of the drill's (restartable); 'shared': the machine's. */
+  services: 'own' | 'shared'
+  /** An admin connection to the drill's Postgres server (pg_stat_activity, pg_terminate_backend). */
+  openAdmin(): Promise<Db>
+  /** `pg_ctl restart -m immediate` of the own cluster (own services only). */
+  restartPostgres(): Promise<void>
+  /** The own Redis killed and started again on its port, empty (own services only). */
+  restartRedis(): Promise<void>
+  /** The shared BLOB_DIR's volume (a tmpfs when it could be mounted). */
+  blobs: BlobVolume
+  /** The anvil node, for the checks and the drill's block producer (past the front). */
   chain(): StartedDevChain
+  nodeUrl: string
+  /** The RPC front: CHAIN_RPC_URL of every money role. */
   rpcUrl: string
+  rpcFront: RpcFront
   urls: { gateway: string; scheduler: string; memory: string }
   fronts: Record<'gateway' | 'scheduler' | 'memory', Front>
   processes: RoleProcess[]
@@ -80,12 +109,17 @@ export interface Topology {
   kill(proc: RoleProcess): Promise<void>
   /** Starts `proc` again with the same environment and ports; resolves with the ms to ready (/readyz 200). */
   start(proc: RoleProcess): Promise<number>
-  /** Stops the RPC node (its state saved) — the chain is unreachable until startChain(). */
+  /**
+   * Stops the RPC node (its state saved): the front refuses connections first and every write it
+   * passed on is answered, so nothing lands after the dump. Unreachable until startChain().
+   */
   stopChain(): Promise<void>
-  /** Restarts the RPC node on its saved state and the same port; ms it took. */
+  /** Restarts the RPC node on its saved state and the same port, then opens the front; ms it took. */
   startChain(): Promise<number>
-  /** A dependency that is down right now (rpc), for the blocks producer. */
+  /** Whether the node itself is up (the block producer pauses while it is not). */
   chainUp(): boolean
+  /** Resolves with the ms until every process's /readyz is 200; throws after `timeoutMs`. */
+  untilAllReady(timeoutMs: number): Promise<number>
   stop(keep: boolean): Promise<void>
 }
 
@@ -119,31 +153,103 @@ function writeKeyRing(file: string): void {
   writeFileSync(file, JSON.stringify({ active: 'drill-1', keys: { 'drill-1': randomBytes(32).toString('base64') } }), { mode: 0o600 })
 }
 
+/** The drill's Postgres and Redis: its own (restartable), or the machine's (a database and a Redis db number). */
+async function openServices(shared: boolean, redisDb: number, log: (line: string) => void) {
+  const dbName = `ag_topo_${randomBytes(6).toString('hex')}`
+  if (shared) {
+    const admin = await openAdmin()
+    await admin.exec(`create database ${dbName}`)
+    await admin.close()
+    const dbUrl = new URL(PG_URL)
+    dbUrl.pathname = `/${dbName}`
+    const redisUrl = new URL(REDIS_URL)
+    redisUrl.pathname = `/${redisDb}`
+    return {
+      dbName,
+      dbUrl: dbUrl.toString(),
+      redisUrl: redisUrl.toString(),
+      openAdmin,
+      postgres: undefined,
+      redis: undefined,
+      async done(keep: boolean) {
+        if (keep) return log(`kept database ${dbName} on ${PG_URL}`)
+        const cleanup = await openAdmin()
+        await cleanup.exec(`drop database if exists ${dbName} with (force)`).finally(() => cleanup.close())
+      },
+    }
+  }
+  const postgres: OwnPostgres = await startOwnPostgres({ maxConnections: OWN_MAX_CONNECTIONS })
+  let redis: OwnRedis | undefined
+  try {
+    await postgres.createDatabase(dbName)
+    redis = await startOwnRedis()
+  } catch (error) {
+    await postgres.destroy()
+    throw error
+  }
+  const ownRedis = redis
+  // Whatever way this process ends, the services it started end with it.
+  const onExit = () => {
+    postgres.stopNow()
+    void ownRedis.kill()
+  }
+  process.once('exit', onExit)
+  return {
+    dbName,
+    dbUrl: postgres.url(dbName),
+    redisUrl: `${ownRedis.url}/${redisDb}`,
+    openAdmin: () => openDb({ kind: 'postgres', url: postgres.url('postgres'), poolMax: 1, connectTimeoutMs: 3000 }),
+    postgres,
+    redis: ownRedis,
+    async done(keep: boolean) {
+      process.off('exit', onExit)
+      await ownRedis.destroy()
+      if (keep) {
+        await postgres.stop()
+        log(`kept the own Postgres cluster (database ${dbName}) in ${postgres.root}`)
+      } else await postgres.destroy()
+    },
+  }
+}
+
 export async function startTopology(options: TopologyOptions = {}): Promise<Topology> {
   const log = options.log ?? (() => {})
   const root = mkdtempSync(path.join(os.tmpdir(), 'agw-topology-'))
   const started: (() => Promise<void>)[] = []
-  let created: string | undefined
+  let services: Awaited<ReturnType<typeof openServices>> | undefined
+  let volume: BlobVolume | undefined
   try {
-    // --- the dependencies: Postgres database, Redis database number, the RPC node ---
-    const admin = await openAdmin()
-    const dbName = `ag_topo_${randomBytes(6).toString('hex')}`
-    await admin.exec(`create database ${dbName}`)
-    created = dbName
-    await admin.close()
-    const dbUrl = new URL(PG_URL)
-    dbUrl.pathname = `/${dbName}`
+    // --- the dependencies: Postgres, Redis, the RPC node behind its front, the blob volume ---
     const redisDb = options.redisDb ?? 9
-    const redisUrl = new URL(REDIS_URL)
-    redisUrl.pathname = `/${redisDb}`
+    services = await openServices(options.sharedServices === true, redisDb, log)
+    const { dbName, dbUrl, redisUrl } = services
     const chainDir = path.join(root, 'chain')
-    const rpcPort = await freePort()
-    let chain = await startDevChain({ dataDir: chainDir, port: rpcPort })
+    const nodePort = await freePort()
+    let chain = await startDevChain({ dataDir: chainDir, port: nodePort })
     let chainIsUp = true
     started.push(async () => {
       if (chainIsUp) await chain.close()
     })
-    log(`database ${dbName}, Redis ${redisUrl.toString()}, RPC node ${chain.rpcUrl} (anvil pid ${chain.pid})`)
+    const rpcFront = await startRpcFront(chain.rpcUrl)
+    started.push(() => rpcFront.close())
+    const blobDir = path.join(root, 'blobs')
+    mkdirSync(blobDir, { recursive: true })
+    const blobVolumeMb = options.blobVolumeMb ?? 64
+    volume = await mountBlobVolume(blobDir, blobVolumeMb)
+    const blobs = volume
+    const unmountOnExit = () => {
+      if (blobs.unavailable === undefined) execFileSync('umount', ['-l', blobDir], { stdio: 'ignore' })
+    }
+    process.once('exit', unmountOnExit)
+    started.push(async () => {
+      process.off('exit', unmountOnExit)
+      await blobs.unmount()
+    })
+    log(
+      `${services.postgres ? `own Postgres :${services.postgres.port}` : 'shared Postgres'}, database ${dbName}; ` +
+        `${services.redis ? 'own' : 'shared'} Redis ${redisUrl}; RPC node ${chain.rpcUrl} (anvil pid ${chain.pid}) behind the front ${rpcFront.url}; ` +
+        `BLOB_DIR ${blobs.unavailable ? `a plain directory (${blobs.unavailable})` : `a ${blobVolumeMb} MiB tmpfs`}`,
+    )
 
     // --- ports, fronts and the processes' environments ---
     const count = { gateway: options.gateways ?? 2, 'scheduler-api': options.schedulers ?? 2, controller: options.controllers ?? 1, media: 1, memory: options.memories ?? 1 }
@@ -170,8 +276,10 @@ export async function startTopology(options: TopologyOptions = {}): Promise<Topo
       await Promise.all(Object.values(fronts).map((front) => front.close()))
     })
     const urls = { gateway: fronts.gateway.url, scheduler: fronts.scheduler.url, memory: fronts.memory.url }
-    const blobDir = path.join(root, 'blobs')
-    mkdirSync(blobDir, { recursive: true })
+    const poolMax = options.poolMax ?? 5
+    if (services.postgres && processes.length * poolMax > OWN_MAX_CONNECTIONS - 20) {
+      throw new Error(`${processes.length} processes × DATABASE_POOL_MAX ${poolMax} do not fit max_connections ${OWN_MAX_CONNECTIONS} with room for the drill's own connections`)
+    }
     const keyRing = path.join(root, 'memory-keys.json')
     writeKeyRing(keyRing)
     // The Secrets the chart shares across replicas (secrets.existingSecret, the media token, the reviews key).
@@ -203,16 +311,16 @@ export async function startTopology(options: TopologyOptions = {}): Promise<Topo
         PUBLIC_MEMORY_URL: urls.memory,
         PUBLIC_MEDIA_URL: urls.gateway,
         SHUTDOWN_GRACE_MS: '5000',
-        DATABASE_URL: dbUrl.toString(),
-        // 7 processes on one server (max_connections 100 by default), beside whatever else uses it.
-        DATABASE_POOL_MAX: '5',
-        REDIS_URL: redisUrl.toString(),
+        DATABASE_URL: dbUrl,
+        // 7–9 processes on one server of max_connections 100, with room for the checks and migrate.
+        DATABASE_POOL_MAX: String(poolMax),
+        REDIS_URL: redisUrl,
         [portVariable[proc.role]]: String(proc.port),
       }
       if (proc.takesPayments) {
         Object.assign(env, {
           PAY_TO_ADDRESS: SERVICE_ADDRESS,
-          CHAIN_RPC_URL: chain.rpcUrl,
+          CHAIN_RPC_URL: rpcFront.url,
           // The dev chain mines on demand (and the drill's producer every 2 s): Base's 10 would take long.
           CHAIN_CONFIRMATIONS: '1',
           SETTLER_PRIVATE_KEY: SERVICE_KEY,
@@ -242,14 +350,28 @@ export async function startTopology(options: TopologyOptions = {}): Promise<Topo
     const saveOutput = (proc: RoleProcess, cli: CliProcess, end: string) =>
       appendFileSync(path.join(root, `${proc.name}.log`), `${cli.output()}\n--- ${end} at ${new Date().toISOString()} ---\n`)
     const crashes: Crash[] = []
+    const own = services
     const topology: Topology = {
       root,
       crashes,
-      database: { name: dbName, url: dbUrl.toString() },
-      redisUrl: redisUrl.toString(),
+      database: { name: dbName, url: dbUrl },
+      redisUrl,
       redisDb,
+      services: own.postgres ? 'own' : 'shared',
+      openAdmin: own.openAdmin,
+      async restartPostgres() {
+        if (!own.postgres) throw new Error('the shared Postgres is not restarted by the drill')
+        await own.postgres.restartImmediate()
+      },
+      async restartRedis() {
+        if (!own.redis) throw new Error('the shared Redis is not restarted by the drill')
+        await own.redis.restart()
+      },
+      blobs,
       chain: () => chain,
-      rpcUrl: chain.rpcUrl,
+      nodeUrl: chain.rpcUrl,
+      rpcUrl: rpcFront.url,
+      rpcFront,
       urls,
       fronts,
       processes,
@@ -300,16 +422,23 @@ export async function startTopology(options: TopologyOptions = {}): Promise<Topo
         return performance.now() - begun
       },
       async stopChain() {
+        await rpcFront.down('refuse')
         chainIsUp = false
         await chain.close()
       },
       async startChain() {
         const begun = performance.now()
-        chain = await startDevChain({ dataDir: chainDir, port: rpcPort })
+        if (!chainIsUp) chain = await startDevChain({ dataDir: chainDir, port: nodePort })
         chainIsUp = true
+        await rpcFront.up()
         return performance.now() - begun
       },
       chainUp: () => chainIsUp,
+      async untilAllReady(timeoutMs) {
+        const begun = performance.now()
+        await Promise.all(processes.map((proc) => untilReady(`http://127.0.0.1:${proc.port}/readyz`, timeoutMs)))
+        return performance.now() - begun
+      },
       async stop(keep) {
         // Gracefully first (SIGTERM, as a rollout does), then whatever is left, then the dependencies.
         await Promise.all(
@@ -327,11 +456,9 @@ export async function startTopology(options: TopologyOptions = {}): Promise<Topo
           }),
         )
         for (const done of started.reverse()) await done().catch(() => {})
-        if (!keep) {
-          const cleanup = await openAdmin()
-          await cleanup.exec(`drop database if exists ${dbName} with (force)`).finally(() => cleanup.close())
-          rmSync(root, { recursive: true, force: true })
-        } else log(`kept ${root} and database ${dbName}`)
+        await own.done(keep)
+        if (!keep) rmSync(root, { recursive: true, force: true })
+        else log(`kept ${root}`)
       },
     }
     // The chart's migrate hook (a Job running `agent-gateway migrate`) first, then every role at
@@ -359,10 +486,8 @@ export async function startTopology(options: TopologyOptions = {}): Promise<Topo
     for (const done of started.reverse()) await done().catch(() => {})
     killOwnedGroups()
     // The start failed: nothing of it is kept (its error says why).
-    if (created) {
-      const cleanup = await openAdmin()
-      await cleanup.exec(`drop database if exists ${created} with (force)`).finally(() => cleanup.close())
-    }
+    await services?.done(false).catch(() => {})
+    await volume?.unmount().catch(() => {})
     rmSync(root, { recursive: true, force: true })
     throw error
   }
