@@ -3,7 +3,9 @@
 // - remember: Authorization: Bearer <plan access token> alone → marketplace rail (one memory-ops
 //   unit of a covering plan, no 402); SIGN-IN-WITH-X alone → direct rail (the proven wallet's
 //   deposit is debited the embedding cost, 402 insufficient_deposit when short); otherwise the
-//   usual 402 for one memory-ops unit (x402 / MPP), the payer owns the record. A retried write
+//   usual 402 for one memory-ops unit (x402 / MPP), the payer owns the record — unless the
+//   payer's deposit covers the write: it is then debited as on the direct rail and the payment is
+//   never settled (deposit-offer.ts says so in the 402). A retried write
 //   (same Idempotency-Key) is answered from the first, before any 402, and never charged twice.
 // - deposit: the amount in X-Pay-Amount-Micros, paid with x402 / MPP.
 // - recall, expand, account, withdraw: free; the owner is proven with src/payments/owner-proof.ts
@@ -22,6 +24,7 @@ import { AppError } from '../platform/errors.ts'
 import type { MemoryService } from './service.ts'
 import type { MemoryMoney } from './deposits.ts'
 import type { RecordInput } from './records.ts'
+import { depositorHint, offerDepositRail } from './deposit-offer.ts'
 
 export const MEMORY_OPERATIONS = ['rememberMemory', 'depositMemoryFunds', 'recallMemories', 'expandMemories', 'getMemoryAccount', 'withdrawMemoryDeposit'] as const
 
@@ -61,6 +64,7 @@ export function buildMemoryApp(deps: MemoryAppDeps): FastifyInstance {
   const proveOwner = (request: FastifyRequest, entry: CatalogOperation): Promise<string> =>
     ownerProof.prove({ method: request.method, url: `${base}${request.url}`, headers: request.headers, operationId: entry.spec.operationId, description: entry.spec.summary })
 
+  const depositor = depositorHint(base)
   const owner = (request: FastifyRequest) => request.memoryOwner as string
   const idempotencyKey = (request: FastifyRequest) => credentialsOf(request.headers).idempotencyKey
 
@@ -72,10 +76,11 @@ export function buildMemoryApp(deps: MemoryAppDeps): FastifyInstance {
         throw new AppError('INTERNAL', 'rememberMemory ran without a payment')
       }
       const prepared = await service.prepare(request.body as RecordInput)
+      // The payer is the proof's verified signer; its deposit pays when it covers the write.
       const { view } = await service.rememberPaid(
         payment.payer.toLowerCase(),
         prepared,
-        { amountMicros: payment.amountMicros, replayKey: payment.replayKey, bind: payment.bind },
+        { amountMicros: payment.amountMicros, replayKey: payment.replayKey, bind: payment.bind, forgo: payment.forgo },
         idempotencyKey(request),
       )
       reply.code(201)
@@ -144,11 +149,10 @@ export function buildMemoryApp(deps: MemoryAppDeps): FastifyInstance {
           // An unpaid write learns about the other two rails from its 402, with a SIWX challenge
           // for this very request (direct rail) and the plans (marketplace rail).
           if (error instanceof AppError && error.code === 'payment_required') {
-            error.extensions.extensions = { [SIWX_EXTENSION_KEY]: await siwx.challenge(request.method, `${base}${request.url}`) }
-            error.extensions.rails = {
-              direct: `Holders of a deposit (POST ${base}/api/v1/deposits): sign the challenge at extensions["${SIWX_EXTENSION_KEY}"] and retry with the SIGN-IN-WITH-X header and no payment; the write is debited ceil(tokens × 100000 / 1e6) micro-USDC from the deposit.`,
+            offerDepositRail(error, await siwx.challenge(request.method, `${base}${request.url}`), depositor, {
+              direct: `Holders of a deposit (POST ${base}/api/v1/deposits): sign the challenge at extensions["${SIWX_EXTENSION_KEY}"] and retry with the SIGN-IN-WITH-X header and no payment; the write is debited ceil(tokens × 100000 / 1e6) micro-USDC from the deposit. A payment from a wallet whose deposit covers the write is debited the same way and never settled.`,
               marketplace: `Plan holders: retry with Authorization: Bearer <accessToken> of an agent holding memory-credit-5 (POST ${deps.catalog.urls.gateway}/plans/memory-credit-5/purchase); one memory-ops unit per write, no 402.`,
-            }
+            })
           }
           throw error
         }

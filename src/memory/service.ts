@@ -9,7 +9,9 @@
 // - direct: a wallet proven by SIGN-IN-WITH-X with a deposit; the embedding cost is debited from
 //   the deposit in the record's transaction, under the owner lock (never an overdraft).
 // - payg: paid per call (x402/MPP); the record is written provisional and bound to the payment;
-//   its decision activates it (seq given then) or deletes it (deposits.ts has the handlers).
+//   its decision activates it (seq given then) or deletes it (deposits.ts has the handlers). When
+//   the payer's deposit covers the write, it is a direct-rail write instead and the payment is
+//   forgone in the same transaction (consumed, never settled).
 import { randomUUID } from 'node:crypto'
 import type { Db, Queryable } from '../platform/db/index.ts'
 import type { Clock } from '../platform/clock.ts'
@@ -40,6 +42,8 @@ import { createRecallCache, type RecallCache } from './recall-cache.ts'
 
 /** payment_reservations.effect of a per-call paid write. */
 export const MEMORY_WRITE_EFFECT = 'memory.write'
+/** payment_reservations.effect of a paid write drawn on the payer's deposit (the proof consumed, never settled). */
+export const MEMORY_DEPOSIT_DRAW_EFFECT = 'memory.deposit-draw'
 /** plan_credit_ledger.operation_id of marketplace writes. */
 export const MEMORY_PLAN_OPERATION = 'rememberMemory'
 
@@ -67,6 +71,15 @@ export interface PreparedWrite {
   tokens: number
   costMicros: bigint
   canonical: string
+}
+
+/** The payment of a per-call write (access.ts PaymentContext). */
+export interface PaidWrite {
+  amountMicros: bigint
+  replayKey: string
+  bind: (tx: Queryable, effect: string) => Promise<void>
+  /** Present when the proof can be left unsettled: the write may then draw on the payer's deposit. */
+  forgo?: ((tx: Queryable, effect: string) => Promise<void>) | undefined
 }
 
 export interface RememberView {
@@ -194,6 +207,34 @@ export function createMemoryService(deps: MemoryServiceDeps) {
 
   const inputView = (input: RecordInput) => ({ context: input.context ?? null, tags: input.tags ?? [] })
 
+  /** A direct-rail record and its debit (call with the owner locked and `balance` read under it). */
+  async function debitWrite(
+    tx: Queryable,
+    owner: OwnerId,
+    prepared: PreparedWrite,
+    balance: bigint,
+    idempotencyKey: string | undefined,
+    replayKey?: string,
+  ): Promise<RememberView> {
+    const { id, createdAt } = await insert(tx, owner, prepared, { rail: 'direct', visible: true, chargedMicros: prepared.costMicros, idempotencyKey })
+    if (prepared.costMicros > 0n) {
+      // replay_key names the forgone payment proof of a paid write drawn on the deposit (audit).
+      await tx.query(`insert into memory_ledger (owner, kind, amount_micros, memory_id, tokens_in, model, replay_key) values ($1, 'debit', $2, $3, $4, $5, $6)`, [
+        owner,
+        -prepared.costMicros,
+        id,
+        prepared.tokens,
+        embedder.id,
+        replayKey ?? null,
+      ])
+    }
+    return view(
+      { id, rail: 'direct', tokens: prepared.tokens, charged_micros: prepared.costMicros, created_at: createdAt },
+      inputView(prepared.input),
+      balance - prepared.costMicros,
+    )
+  }
+
   return {
     embedder,
     cache,
@@ -242,32 +283,27 @@ export function createMemoryService(deps: MemoryServiceDeps) {
             { extensions: { balanceMicros: balance.toString(), costMicros: prepared.costMicros.toString(), deposit: `${deps.publicUrl}/api/v1/deposits` } },
           )
         }
-        const { id, createdAt } = await insert(tx, owner, prepared, { rail: 'direct', visible: true, chargedMicros: prepared.costMicros, idempotencyKey })
-        if (prepared.costMicros > 0n) {
-          await tx.query(`insert into memory_ledger (owner, kind, amount_micros, memory_id, tokens_in, model) values ($1, 'debit', $2, $3, $4, $5)`, [
-            owner,
-            -prepared.costMicros,
-            id,
-            prepared.tokens,
-            embedder.id,
-          ])
-        }
-        return view(
-          { id, rail: 'direct', tokens: prepared.tokens, charged_micros: prepared.costMicros, created_at: createdAt },
-          inputView(prepared.input),
-          balance - prepared.costMicros,
-        )
+        return debitWrite(tx, owner, prepared, balance, idempotencyKey)
       })
     },
 
-    /** Per-call rail: a provisional record bound to its payment (activated or deleted by its decision). */
-    async rememberPaid(
-      payer: OwnerId,
-      prepared: PreparedWrite,
-      payment: { amountMicros: bigint; replayKey: string; bind: (tx: Queryable, effect: string) => Promise<void> },
-      idempotencyKey: string | undefined,
-    ): Promise<{ id: string; view: RememberView }> {
+    /**
+     * Per-call rail, or the direct rail when the payer's deposit covers the write: in one
+     * transaction under the owner lock, either the deposit is debited and the payment forgone
+     * (never settled), or the record is written provisional and bound to the payment. A proof that
+     * cannot be forgone (no `forgo`: already on-chain) always pays per call.
+     */
+    async rememberPaid(payer: OwnerId, prepared: PreparedWrite, payment: PaidWrite, idempotencyKey: string | undefined): Promise<{ id: string; view: RememberView }> {
       return db.transaction(async (tx) => {
+        const forgo = payment.forgo
+        if (forgo !== undefined && (await lockOwner(tx, payer)) !== undefined) {
+          const balance = await balanceOf(tx, payer)
+          if (balance > 0n && balance >= prepared.costMicros) {
+            await forgo(tx, MEMORY_DEPOSIT_DRAW_EFFECT)
+            const drawn = await debitWrite(tx, payer, prepared, balance, idempotencyKey, payment.replayKey)
+            return { id: drawn.id, view: drawn }
+          }
+        }
         await ensureOwner(tx, payer, 'payg')
         const { id, createdAt } = await insert(tx, payer, prepared, {
           rail: 'payg',

@@ -36,6 +36,12 @@ export interface PaymentContext {
    * reverses it once the settlement is known — in this request or, after a crash, the reconciler.
    */
   bind?: (tx: Queryable, effect: string) => Promise<void>
+  /**
+   * Set when money is paid with a proof nothing has broadcast yet: inside the transaction of work
+   * paid from a balance the payer holds with us, ends the payment unsettled (never broadcast,
+   * never usable again; guard.ts). The answer then carries no payment headers. Never with bind.
+   */
+  forgo?: (tx: Queryable, effect: string) => Promise<void>
   /** Renders the answer once the payment is decided (default: the handler's result as it is). */
   present?: (decision: Decision) => Promise<unknown>
   /**
@@ -149,6 +155,11 @@ export function createAccessControl(deps: AccessDeps) {
     if (reply.statusCode >= 400) {
       await authorized?.release(`the operation answered ${reply.statusCode}`)
       for (const step of undo) await step()
+      return result
+    }
+    if (authorized?.forgone) {
+      // Paid from a balance in the work's own transaction: nothing to settle (a no-op when it committed).
+      await authorized.release('paid from a balance held with us')
       return result
     }
     if (authorized && request.payment?.waived) {
@@ -305,6 +316,7 @@ export function createAccessControl(deps: AccessDeps) {
       units,
       replayKey: authorized?.payment.replayKey ?? null,
       bind: bindOf(authorized),
+      ...(authorized?.forgo ? { forgo: authorized.forgo } : {}),
     }
     return runPaid(request, reply, authorized, undo, handler, identifier)
   }

@@ -37,6 +37,15 @@ export interface AuthorizedPayment {
   commit(): Promise<{ decision: Decision; headers: Record<string, string> }>
   /** The work failed or was refused: frees the proof, and reverses the work if it was bound. */
   release(reason?: string): Promise<void>
+  /**
+   * Set when the proof moves nothing until we broadcast it (not $0, not already on-chain): inside
+   * the transaction of work paid another way (a balance the payer holds with us), ends the
+   * reservation as consumed under `effect` — never settled, never usable again. Throws when the
+   * reservation lapsed (the work's transaction then rolls back). Never with bind.
+   */
+  forgo?: (tx: Queryable, effect: string) => Promise<void>
+  /** True once forgo ran (its transaction may still roll back: release() then frees the proof). */
+  readonly forgone: boolean
 }
 
 export interface ReconcileOptions {
@@ -153,11 +162,27 @@ export function createPaymentGuard(deps: PaymentGuardDeps): PaymentGuard {
       }
       let bound = false
       let done = false
+      let forgone = false
+      // An MPP push credential names a transaction the payer already broadcast: it cannot be forgone.
+      const onChainAlready = payment.protocol === 'mpp' && payment.detail.mode === 'push'
+      const forgo = async (tx: Queryable, effect: string) => {
+        if (done || bound || forgone) throw new Error('payment already bound, forgone, committed or released')
+        const rows = await tx.query(
+          `update payment_reservations set state = 'consumed', effect = $2, decided_at = now(), updated_at = now() where replay_key = $1 and state = 'reserved' returning 1`,
+          [payment.replayKey, effect],
+        )
+        if (rows.length !== 1) throw lapsed(quote)
+        forgone = true
+      }
       return {
         payment,
         quote,
+        get forgone() {
+          return forgone
+        },
+        ...(payment.zeroValue || onChainAlready ? {} : { forgo }),
         async bind(tx, effect) {
-          if (done || bound) throw new Error('payment already bound, committed or released')
+          if (done || bound || forgone) throw new Error('payment already bound, forgone, committed or released')
           if (!(await markSettling(tx, payment.replayKey, effect))) throw lapsed(quote)
           bound = true
         },
@@ -172,7 +197,7 @@ export function createPaymentGuard(deps: PaymentGuardDeps): PaymentGuard {
           await db.query(`update payment_reservations set state = 'released', updated_at = now() where replay_key = $1 and state = 'reserved'`, [payment.replayKey])
         },
         async commit() {
-          if (done) throw new Error('payment already committed or released')
+          if (done || forgone) throw new Error('payment already committed, released or forgone')
           done = true
           if (payment.zeroValue) {
             await db.query(`update payment_reservations set state = 'consumed', decided_at = now(), updated_at = now() where replay_key = $1`, [payment.replayKey])
