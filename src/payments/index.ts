@@ -1,5 +1,7 @@
 // Payments, assembled: chain port (dev chain or RPC), x402 and MPP methods, the guard, agents and
-// plans, access control, and the reconciler of settlements whose outcome was unknown.
+// plans, access control, and the reconciler of settlements whose outcome was unknown. With an x402
+// facilitator (X402_FACILITATOR_URL), x402 proofs are verified and settled by it and the chain is
+// read, not written, unless a refund wallet is configured.
 import path from 'node:path'
 import { randomBytes } from 'node:crypto'
 import type { Db } from '../platform/db/index.ts'
@@ -7,11 +9,13 @@ import type { KeyValue } from '../platform/kv/index.ts'
 import type { Logger } from '../platform/logger.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Registry } from '../catalog/types.ts'
-import { privateKeyToAddress } from 'viem/accounts'
+import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts'
 import { createRpcChain, postgresWalletLock, walletLockKey, type ChainPort, type DevChain } from './chain/index.ts'
 import { startDevChain } from './chain/dev.ts'
 import { createMpp, mppChainTruth, mppReconciler, tempoClientFromUrl } from './mpp/index.ts'
-import { x402ChainTruth, x402Method, x402Reconciler } from './x402/method.ts'
+import { broadcastAgain, settleAgainVia, x402ChainTruth, x402Method, x402Reconciler } from './x402/method.ts'
+import { createFacilitator, type X402Facilitator } from './x402/facilitator.ts'
+import { readOnlyChain } from './x402/read-only-chain.ts'
 import { createSettlementConfirmations, type SettlementConfirmations } from './confirmations.ts'
 import { BASE_CHAIN_ID, defaultConfirmations } from './networks.ts'
 import { createPaymentGuard, type PaymentGuard, type PaymentMethod, type ReconcileOptions } from './guard.ts'
@@ -51,6 +55,14 @@ export interface PaymentsOptions {
   offerReceiptSigningKeys?: Hex[] | undefined
   /** How long a completed x402 payment identifier is remembered (default 24 h). */
   paymentIdentifierTtlMs?: number
+  /** X402_FACILITATOR_URL: x402 proofs are verified and settled by this facilitator, not by our wallet. */
+  facilitatorUrl?: string | undefined
+  /** X402_FACILITATOR_HEADERS: sent with every facilitator call (a hosted facilitator's API key). */
+  facilitatorHeaders?: Record<string, string> | undefined
+  /** X402_FACILITATOR_TIMEOUT_MS: per facilitator call (default 30 s); a /settle that times out is left pending. */
+  facilitatorTimeoutMs?: number | undefined
+  /** A facilitator to use instead of the HTTP one of facilitatorUrl (tests). */
+  facilitator?: X402Facilitator
 }
 
 export interface Payments {
@@ -75,6 +87,8 @@ export interface Payments {
    * catalog's `mppCharges` option takes this, so discovery lists MPP only where it is offered.
    */
   mppCharges: boolean
+  /** The facilitator x402 settles through (facilitator mode); undefined = our own wallet settles. */
+  facilitator: X402Facilitator | undefined
   /** Decides open settlements (of the effects registered in this process) from the chain, then runs the confirmation sweep; returns how many open settlements it decided. */
   reconcile(options?: ReconcileOptions): Promise<number>
   close(): Promise<void>
@@ -91,18 +105,25 @@ export async function openPayments(options: PaymentsOptions): Promise<Payments> 
   let devChain: DevChain | undefined
   let chain: ChainPort
   const ownsChain = options.chain === undefined
+  const facilitator =
+    options.facilitator ??
+    (options.facilitatorUrl ? createFacilitator({ url: options.facilitatorUrl, headers: options.facilitatorHeaders, timeoutMs: options.facilitatorTimeoutMs }) : undefined)
   if (options.chain) {
     chain = options.chain
   } else if (options.chainRpcUrl) {
-    const privateKey = options.settlerPrivateKey as `0x${string}`
-    chain = createRpcChain({
+    // Facilitator mode without a refund wallet: the adapter's key is a throwaway it never signs with.
+    const readOnly = facilitator !== undefined && options.settlerPrivateKey === undefined
+    const privateKey = readOnly ? generatePrivateKey() : (options.settlerPrivateKey as `0x${string}`)
+    const rpc = createRpcChain({
       rpcUrl: options.chainRpcUrl,
       privateKey,
       confirmations: options.chainConfirmations ?? defaultConfirmations(BASE_CHAIN_ID),
       logger,
       // Replicas on one Postgres share the settler key: its nonces are allocated under one lock.
-      ...(db.kind === 'postgres' ? { walletLock: postgresWalletLock(db, walletLockKey(BASE_CHAIN_ID, privateKeyToAddress(privateKey)), logger) } : {}),
+      ...(db.kind === 'postgres' && !readOnly ? { walletLock: postgresWalletLock(db, walletLockKey(BASE_CHAIN_ID, privateKeyToAddress(privateKey)), logger) } : {}),
     })
+    chain = readOnly ? readOnlyChain(rpc) : rpc
+    if (readOnly) logger.warn({ facilitator: facilitator.url }, 'x402 settles through the facilitator; no SETTLER_PRIVATE_KEY, so refunds and withdrawals wait until one is set')
   } else {
     devChain = await startDevChain({ dataDir: path.join(options.dataDir, 'chain'), logger })
     chain = devChain
@@ -139,7 +160,7 @@ export async function openPayments(options: PaymentsOptions): Promise<Payments> 
     })
     const guard = createPaymentGuard({
       db,
-      methods: { x402: x402Method({ chain, now, settleTimeoutMs: options.settleTimeoutMs, offerReceipt }), mpp: mppMethod },
+      methods: { x402: x402Method({ chain, now, settleTimeoutMs: options.settleTimeoutMs, offerReceipt, facilitator }), mpp: mppMethod },
       outcomes,
       logger,
     })
@@ -150,12 +171,14 @@ export async function openPayments(options: PaymentsOptions): Promise<Payments> 
     )
     outcomes.register(PLAN_PURCHASE_EFFECT, agents.purchaseOutcomes)
     const access = createAccessControl({ guard, agents, registry: options.registry, payTo: options.payTo, gatewayUrl: options.gatewayUrl, logger, identifiers })
-    const reconcilers = { x402: x402Reconciler(chain, now), ...(options.tempoRpcUrl ? { mpp: mppReconciler(tempoClientFromUrl(options.tempoRpcUrl), now) } : {}) }
+    // Facilitator mode never broadcasts an authorization itself: it asks the facilitator again, or the chain decides.
+    const resettle = facilitator ? settleAgainVia(facilitator) : broadcastAgain(chain)
+    const reconcilers = { x402: x402Reconciler(chain, now, resettle), ...(options.tempoRpcUrl ? { mpp: mppReconciler(tempoClientFromUrl(options.tempoRpcUrl), now) } : {}) }
     const sweeper = createSettlementConfirmations({
       db,
       outcomes,
       logger,
-      readers: { x402: x402ChainTruth(chain), ...(options.tempoRpcUrl ? { mpp: mppChainTruth(tempoClientFromUrl(options.tempoRpcUrl)) } : {}) },
+      readers: { x402: x402ChainTruth(chain, resettle), ...(options.tempoRpcUrl ? { mpp: mppChainTruth(tempoClientFromUrl(options.tempoRpcUrl)) } : {}) },
     })
     confirmations = sweeper
     const reconcile = async (reconcileOptions?: ReconcileOptions) => {
@@ -175,6 +198,16 @@ export async function openPayments(options: PaymentsOptions): Promise<Payments> 
       timer.unref()
       timers.push(timer)
     }
+    if (facilitator) {
+      // Asked once, in the background: a facilitator down at start must not keep the gateway down.
+      facilitator.missingKinds().then(
+        (missing) => {
+          if (missing.length > 0) logger.warn({ facilitator: facilitator.url, missing }, 'the x402 facilitator does not list every payment kind the 402 offers; it may refuse them')
+        },
+        (error: unknown) =>
+          logger.warn({ err: error, facilitator: facilitator.url }, 'the x402 facilitator did not answer /supported; payments are verified and settled through it anyway'),
+      )
+    }
     every(options.reconcileEveryMs ?? 30_000, 'settlement reconciliation failed', () => reconcile())
     every(options.confirmEveryMs ?? (checksInBackground ? 5_000 : 0), 'settlement confirmation sweep failed', () => sweeper.sweep())
     return {
@@ -189,6 +222,7 @@ export async function openPayments(options: PaymentsOptions): Promise<Payments> 
       identifiers,
       paywall: createPaywall({ registry: options.registry, gatewayUrl: options.gatewayUrl, payTo: options.payTo }),
       mppCharges: mpp.charges,
+      facilitator,
       reconcile,
       async close() {
         for (const timer of timers) clearInterval(timer)

@@ -5,6 +5,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { CronExpressionParser } from 'cron-parser'
 import { isBlobKey } from './blobs.ts'
+import { parseHeaderList } from './header-list.ts'
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
 /** How log lines are written: pino's JSON lines, or readable lines for a person at a terminal. */
@@ -44,6 +45,11 @@ export interface Config {
   settlerPrivateKey: string | undefined
   /** CHAIN_CONFIRMATIONS: blocks a settlement needs before money leaves against it; unset = the network's default (payments/networks.ts). */
   chainConfirmations: number | undefined
+  /** X402_FACILITATOR_URL: x402 proofs verified and settled by this facilitator; unset = our own wallet settles. */
+  x402FacilitatorUrl: string | undefined
+  /** X402_FACILITATOR_HEADERS: headers sent with every facilitator call (its API key); empty when unset. */
+  x402FacilitatorHeaders: Record<string, string>
+  x402FacilitatorTimeoutMs: number
   tempoRpcUrl: string | undefined
   /** HMAC key of MPP challenges; unset = generated once and kept in the database. */
   mppSecretKey: string | undefined
@@ -206,11 +212,30 @@ export const configVariables: readonly Variable[] = [
     default: '(unset: local dev chain)',
     doc: 'EVM JSON-RPC (Base mainnet or any EVM) for settlement and refunds; unset = anvil started under DATA_DIR with a test USDC.',
   },
-  { name: 'SETTLER_PRIVATE_KEY', default: '(required with CHAIN_RPC_URL)', doc: 'Hot wallet that submits x402 settlements and pays refunds (needs gas, not USDC).' },
+  {
+    name: 'SETTLER_PRIVATE_KEY',
+    default: '(required with CHAIN_RPC_URL, unless X402_FACILITATOR_URL)',
+    doc: 'Hot wallet that submits x402 settlements and pays refunds (needs gas, not USDC); with X402_FACILITATOR_URL it only pays refunds (without it, refunds wait).',
+  },
   {
     name: 'CHAIN_CONFIRMATIONS',
     default: '(per network: Base 10, Base Sepolia 5, other chains 12; dev chain 1, once saved to disk)',
     doc: 'Blocks a settlement needs (its own included) before refunds and withdrawals may draw on it; work starts on the first receipt either way.',
+  },
+  {
+    name: 'X402_FACILITATOR_URL',
+    default: '(unset: settled by SETTLER_PRIVATE_KEY)',
+    doc: 'x402 facilitator (http/https; POST /verify, POST /settle, GET /supported) that verifies and settles every x402 payment; needs CHAIN_RPC_URL, read only, to decide settlements whose answer was lost. See docs/payments.md "Facilitator mode".',
+  },
+  {
+    name: 'X402_FACILITATOR_HEADERS',
+    default: '(unset)',
+    doc: 'Headers sent with every facilitator call, e.g. its API key: a JSON object {"Authorization": "Bearer …"} or Name: value lines (one per line).',
+  },
+  {
+    name: 'X402_FACILITATOR_TIMEOUT_MS',
+    default: '30000',
+    doc: 'How long one facilitator call may take; a /settle that times out is left pending and decided from the chain, never failed.',
   },
   {
     name: 'TEMPO_RPC_URL',
@@ -447,6 +472,15 @@ function readMedia(env: Env, cwd: string) {
   }
 }
 
+/** A header list variable (header-list.ts); errors name the variable, never a value. */
+function readHeaders(env: Env, name: string): Record<string, string> {
+  try {
+    return parseHeaderList(env[name] ?? '')
+  } catch (error) {
+    throw new ConfigError(name, (error as Error).message)
+  }
+}
+
 function stripSlash(url: string): string {
   return url.endsWith('/') ? url.slice(0, -1) : url
 }
@@ -469,7 +503,14 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   if (settlerPrivateKey !== undefined && !/^0x[0-9a-fA-F]{64}$/.test(settlerPrivateKey)) {
     throw new ConfigError('SETTLER_PRIVATE_KEY', 'must be a 0x-prefixed 32-byte hex private key')
   }
-  if (chainRpcUrl && !settlerPrivateKey) throw new ConfigError('SETTLER_PRIVATE_KEY', 'is required when CHAIN_RPC_URL is set')
+  const x402FacilitatorUrl = readUrl(env, 'X402_FACILITATOR_URL', ['http:', 'https:'])
+  if (x402FacilitatorUrl && new URL(x402FacilitatorUrl).username + new URL(x402FacilitatorUrl).password !== '') {
+    throw new ConfigError('X402_FACILITATOR_URL', 'must not contain a user name or password; put credentials in X402_FACILITATOR_HEADERS')
+  }
+  if (x402FacilitatorUrl && !chainRpcUrl) {
+    throw new ConfigError('CHAIN_RPC_URL', 'is required when X402_FACILITATOR_URL is set (settlements whose answer was lost are decided from the chain)')
+  }
+  if (chainRpcUrl && !settlerPrivateKey && !x402FacilitatorUrl) throw new ConfigError('SETTLER_PRIVATE_KEY', 'is required when CHAIN_RPC_URL is set')
   if (chainRpcUrl && !env.PAY_TO_ADDRESS) throw new ConfigError('PAY_TO_ADDRESS', 'is required when CHAIN_RPC_URL is set (the default is a dev-chain account)')
   const mppSecretKey = env.MPP_SECRET_KEY || undefined
   const offerReceiptSigningKeys = env.OFFER_RECEIPT_SIGNING_KEY ? env.OFFER_RECEIPT_SIGNING_KEY.split(',').map((key) => key.trim()) : undefined
@@ -525,6 +566,9 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     chainRpcUrl,
     settlerPrivateKey,
     chainConfirmations: env.CHAIN_CONFIRMATIONS ? readBoundedInt(env, 'CHAIN_CONFIRMATIONS', 1, 1, 1000) : undefined,
+    x402FacilitatorUrl,
+    x402FacilitatorHeaders: readHeaders(env, 'X402_FACILITATOR_HEADERS'),
+    x402FacilitatorTimeoutMs: readBoundedInt(env, 'X402_FACILITATOR_TIMEOUT_MS', 30_000, 100, 600_000),
     tempoRpcUrl: readUrl(env, 'TEMPO_RPC_URL', http),
     mppSecretKey,
     offerReceiptSigningKeys: offerReceiptSigningKeys as `0x${string}`[] | undefined,

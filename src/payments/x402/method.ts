@@ -1,13 +1,14 @@
-// x402 as a PaymentMethod of the guard: local verification, settlement through the chain port,
-// and the reconciler that decides settlements whose outcome was unknown.
+// x402 as a PaymentMethod of the guard: local verification, settlement through the chain port (or
+// a facilitator, facilitator.ts), and the reconciler that decides settlements whose outcome was unknown.
 import { encodePaymentResponseHeader } from '@x402/core/http'
-import type { ChainPort } from '../chain/index.ts'
+import type { ChainPort, SettlementResult } from '../chain/index.ts'
 import type { ChainTruth, ChainTruthReader } from '../confirmations.ts'
 import type { PaymentMethod, PendingReconciler } from '../guard.ts'
 import { X402_NETWORK_CAIP2, X402_NETWORK_V1 } from '../networks.ts'
 import type { Hex, SettlementOutcome, TransferAuthorization } from '../types.ts'
 import { x402Challenge } from './challenge.ts'
 import { decodeX402Proof } from './decode.ts'
+import { facilitatorRequest, requestOf, storedRequest, type X402Facilitator } from './facilitator.ts'
 import { verifyX402 } from './verify.ts'
 import type { OfferReceiptSigner } from './offer-receipt.ts'
 import { OFFER_RECEIPT_KEY } from './offer-receipt.ts'
@@ -20,6 +21,8 @@ export interface X402MethodOptions {
   settleTimeoutMs?: number
   /** Signs offer-receipt offers (402) and receipts (v2 PAYMENT-RESPONSE). */
   offerReceipt?: OfferReceiptSigner | undefined
+  /** Facilitator mode: priced proofs are also verified by it, and it settles them (not our wallet). */
+  facilitator?: X402Facilitator | undefined
 }
 
 export function x402Method(options: X402MethodOptions): PaymentMethod {
@@ -32,6 +35,10 @@ export function x402Method(options: X402MethodOptions): PaymentMethod {
       const verified = await verifyX402(proof, quote, { now: options.now, maxTimeoutSeconds })
       const network = proof.version === 2 ? X402_NETWORK_CAIP2 : X402_NETWORK_V1
       const auth = proof.authorization
+      const { facilitator } = options
+      // $0 proofs are never settled, so the local check is the whole verification.
+      const viaFacilitator = facilitator !== undefined && verified.amountMicros > 0n ? facilitatorRequest(proof, quote, maxTimeoutSeconds) : undefined
+      if (facilitator && viaFacilitator) await facilitator.verify(viaFacilitator)
       let settled: Promise<SettlementOutcome> | undefined
       return {
         protocol: 'x402',
@@ -52,10 +59,14 @@ export function x402Method(options: X402MethodOptions): PaymentMethod {
           signature: proof.signature,
           payTo: quote.payTo,
           network,
+          // What the reconciler sends the facilitator again when this settlement's answer is lost.
+          ...(viaFacilitator ? { facilitatorRequest: storedRequest(viaFacilitator) } : {}),
         },
         // Once per payment, however often it is called: a second call returns the first outcome.
         settle() {
-          settled ??= options.chain.settleAuthorization(auth, proof.signature, { timeoutMs: options.settleTimeoutMs }).then(async (result): Promise<SettlementOutcome> => {
+          const sent: Promise<SettlementResult> =
+            facilitator && viaFacilitator ? facilitator.settle(viaFacilitator) : options.chain.settleAuthorization(auth, proof.signature, { timeoutMs: options.settleTimeoutMs })
+          settled ??= sent.then(async (result): Promise<SettlementOutcome> => {
             if (result.status === 'confirmed') {
               // v2 receipts carry the signed offer-receipt receipt; v1 clients get the v1 shape as before.
               const receipt =
@@ -78,7 +89,7 @@ export function x402Method(options: X402MethodOptions): PaymentMethod {
               }
             }
             if (result.status === 'pending') return { status: 'pending', reference: result.txHash }
-            return settlementFailed(options.chain, auth, result.reason)
+            return settlementFailed(options.chain, auth, result)
           })
           return settled
         },
@@ -89,16 +100,42 @@ export function x402Method(options: X402MethodOptions): PaymentMethod {
 
 /**
  * A settlement that reports failure is final only if the authorization was not used after all
- * (another broadcast of the same authorization may have landed first): then it is left pending
+ * (another broadcast of the same authorization may have landed first) and the transaction it names,
+ * if any, reverted (a facilitator's may still wait in the mempool): otherwise it is left pending
  * and the reconciler reads the outcome from the chain.
  */
-async function settlementFailed(chain: ChainPort, auth: TransferAuthorization, reason: string): Promise<SettlementOutcome> {
+async function settlementFailed(chain: ChainPort, auth: TransferAuthorization, result: { reason: string; txHash?: Hex }): Promise<SettlementOutcome> {
   try {
-    if (await chain.isAuthorizationUsed(auth.from, auth.nonce)) return { status: 'pending', reference: '' }
+    if (result.txHash && (await chain.settlementStatus(result.txHash)) !== 'failed') return { status: 'pending', reference: result.txHash }
+    if (await chain.isAuthorizationUsed(auth.from, auth.nonce)) return { status: 'pending', reference: result.txHash ?? '' }
   } catch {
-    return { status: 'pending', reference: '' }
+    return { status: 'pending', reference: result.txHash ?? '' }
   }
-  return { status: 'failed', reason }
+  return { status: 'failed', reason: result.reason }
+}
+
+/**
+ * Sends a recorded authorization again, for the reconciler and the confirmation sweep: by our own
+ * wallet (self-settlement), or as the same /settle request to the facilitator (facilitator mode:
+ * this gateway may hold no gas wallet). Either is idempotent: a used nonce cannot move twice.
+ */
+export type Resettle = (detail: Record<string, unknown>) => Promise<SettlementResult>
+
+export function broadcastAgain(chain: ChainPort): Resettle {
+  return async (detail) => {
+    const signed = authorizationOf(detail)
+    if (signed === undefined) throw new Error('the settlement has no stored authorization')
+    return chain.settleAuthorization(signed.auth, signed.signature)
+  }
+}
+
+export function settleAgainVia(facilitator: X402Facilitator): Resettle {
+  return async (detail) => {
+    const request = requestOf(detail)
+    // Recorded before facilitator mode (no stored request): the chain decides once it expires.
+    if (request === undefined) throw new Error('the settlement has no stored facilitator request')
+    return facilitator.settle(request)
+  }
 }
 
 function authorizationOf(detail: Record<string, unknown>): { auth: TransferAuthorization; signature: Hex } | undefined {
@@ -115,14 +152,14 @@ function authorizationOf(detail: Record<string, unknown>): { auth: TransferAutho
  * - the authorization's nonce is used on-chain: settled (reference: our tx, or the one that used it);
  * - unused and past validBefore: it can never move, so it failed;
  * - unused, still valid, and its request died mid-settlement ('settling'): the work is bound and
- *   was bought, so the settlement is finished here (the authorization makes this idempotent:
- *   a second broadcast of it can only revert);
+ *   was bought, so the settlement is finished here through `resettle` (our wallet, or the
+ *   facilitator again; the authorization makes this idempotent: a second broadcast can only revert);
  * - unused, still valid, 'pending', and our transaction cannot land (the node does not know it:
  *   the broadcast was lost with the RPC, or dropped; or it reverted): broadcast the authorization
  *   again, as above;
  * - otherwise pending (our transaction waits in the mempool): asked again on the next pass.
  */
-export function x402Reconciler(chain: ChainPort, now: () => number): PendingReconciler {
+export function x402Reconciler(chain: ChainPort, now: () => number, resettle: Resettle = broadcastAgain(chain)): PendingReconciler {
   return async ({ state, reference, detail }) => {
     let unmined = false
     if (reference) {
@@ -146,7 +183,7 @@ export function x402Reconciler(chain: ChainPort, now: () => number): PendingReco
     if (signed === undefined) return { status: 'pending' }
     // Ours may still land: wait while the node holds it (a second broadcast would only revert).
     if (state === 'pending' && unmined && (await chain.transactionKnown(reference as Hex))) return { status: 'pending' }
-    const result = await chain.settleAuthorization(signed.auth, signed.signature)
+    const result = await resettle(detail)
     if (result.status === 'confirmed') return { status: 'settled', reference: result.txHash }
     if (result.status === 'pending') return { status: 'pending', reference: result.txHash }
     // Not final while the authorization is valid: the next pass asks again.
@@ -163,11 +200,11 @@ export function x402Reconciler(chain: ChainPort, now: () => number): PendingReco
  *   and got the work), and judge the new transaction on the next pass;
  * - unused, and a final block is past validBefore: it can never land (dead).
  */
-export function x402ChainTruth(chain: ChainPort): ChainTruthReader {
+export function x402ChainTruth(chain: ChainPort, resettle: Resettle = broadcastAgain(chain)): ChainTruthReader {
   return async ({ reference, detail }): Promise<ChainTruth> => {
     const signed = authorizationOf(detail)
     if (signed === undefined) return { status: 'unknown' }
-    const { auth, signature } = signed
+    const { auth } = signed
     const expected = { from: auth.from, to: auth.to, value: auth.value }
     const judged = async (txHash: Hex): Promise<ChainTruth | undefined> => {
       const seen = await chain.inclusion(txHash, expected)
@@ -187,7 +224,7 @@ export function x402ChainTruth(chain: ChainPort): ChainTruthReader {
       return { status: fate === 'final' ? 'confirmed' : 'included', reference: carrier ?? reference ?? '', blockNumber: null }
     }
     if (fate === 'dead') return { status: 'dead', reason: 'the settlement was dropped by the chain and its authorization expired unused' }
-    const again = await chain.settleAuthorization(auth, signature)
+    const again = await resettle(detail)
     if (again.status === 'confirmed') return (await judged(again.txHash)) ?? { status: 'missing', reference: again.txHash }
     if (again.status === 'pending') return { status: 'missing', reference: again.txHash }
     return { status: 'missing' }
