@@ -720,7 +720,10 @@ interface SchedulerBackend {
   runs: ResourceStore<RunResource>
   executor: RunExecutor
   envSecrets?: EnvSecretsPort
-  createElector?: (options: { onStartedLeading: (signal: AbortSignal) => Promise<void>; onStoppedLeading?: () => void; onError?: (err: unknown) => void }) => { start(): void; stop(): Promise<void> }
+  createElector?: (options: { onStartedLeading: (signal: AbortSignal) => Promise<void>; onStoppedLeading?: () => void; onError?: (err: unknown) => void }) => {
+    start(): void
+    stop(): Promise<void>
+  }
   /** Local executor: removes the run dirs of processes that are gone; the count removed. */
   removeStaleWorkDirs?: () => Promise<number>
 }
