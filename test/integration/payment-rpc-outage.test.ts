@@ -45,7 +45,7 @@ async function rpc<T = unknown>(method: string, params: unknown[] = []): Promise
  * answer (the node went down as the transaction was sent: it never got it), `down` drops everything.
  */
 async function rpcFront(t: Test) {
-  const state = { cutSends: false, down: false, dropCalls: 0 }
+  const state = { cutSends: false, down: false, dropCalls: 0, dropLogs: false }
   const server = createServer(async (req, res) => {
     const chunks: Buffer[] = []
     for await (const chunk of req) chunks.push(chunk as Buffer)
@@ -53,7 +53,7 @@ async function rpcFront(t: Test) {
     const sends = body.includes('eth_sendRawTransaction')
     const dropCall = state.dropCalls > 0 && body.includes('"eth_call"')
     if (dropCall) state.dropCalls -= 1
-    if (state.down || (state.cutSends && sends) || dropCall) {
+    if (state.down || (state.cutSends && sends) || dropCall || (state.dropLogs && body.includes('"eth_getLogs"'))) {
       req.socket.destroy()
       return
     }
@@ -224,4 +224,27 @@ t.test('x402Reconciler: a pending row whose transaction the node does not know i
   t.equal(verdict.status, 'settled')
   t.equal(await dev.isAuthorizationUsed(buyer.address, auth.nonce), true)
   t.equal(await dev.balanceOf(w.payTo), PRICE)
+})
+
+t.test('x402Reconciler: a used authorization whose transaction cannot be looked up yet waits for it, never settles without it', async (t) => {
+  const front = await rpcFront(t)
+  const w = await paymentsVia(t, front.url)
+  const buyer = await funded()
+  const auth = { from: buyer.address, to: w.payTo as Address, value: PRICE, validAfter: 0n, validBefore: BigInt(Math.floor(Date.now() / 1000) + 300), nonce: generatePrivateKey() }
+  const signature = await buyer.signTypedData({
+    domain: { name: 'USD Coin', version: '2', chainId: BASE_CHAIN_ID, verifyingContract: BASE_USDC },
+    types: authorizationTypes,
+    primaryType: 'TransferWithAuthorization',
+    message: auth,
+  })
+  const landed = await w.chain.settleAuthorization(auth, signature)
+  t.equal(landed.status, 'confirmed', 'the authorization is used on-chain (our broadcast, its answer lost)')
+  const detail = { ...auth, value: auth.value.toString(), validAfter: '0', validBefore: auth.validBefore.toString(), signature }
+  const reconcile = x402Reconciler(w.chain, Date.now)
+  front.state.dropLogs = true
+  const waiting = await reconcile({ replayKey: 'k', state: 'pending', reference: '', detail, since: new Date() })
+  t.same(waiting, { status: 'pending' }, 'the carrying transaction cannot be found now: decided later, with its hash')
+  front.state.dropLogs = false
+  const verdict = await reconcile({ replayKey: 'k', state: 'pending', reference: '', detail, since: new Date() })
+  t.same(verdict, { status: 'settled', reference: landed.status === 'confirmed' ? landed.txHash : '' }, 'settled with the transaction that carried it')
 })

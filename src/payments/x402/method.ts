@@ -173,7 +173,14 @@ export function x402Reconciler(chain: ChainPort, now: () => number, resettle: Re
     // Asked of the chain, not of our clock: a lagging RPC node must not make a valid payment look dead.
     const fate = await chain.authorizationFate(from, nonce, BigInt(String(detail.validBefore ?? 0)))
     if (fate === 'used' || fate === 'final') {
-      const tx = await chain.findAuthorizationTx(from, nonce).catch(() => undefined)
+      // The money moved; the ledgers record the transaction that moved it. A lookup the node did
+      // not answer is asked again on the next pass rather than settled without its hash.
+      let tx: Hex | undefined
+      try {
+        tx = await chain.findAuthorizationTx(from, nonce)
+      } catch {
+        return { status: 'pending' }
+      }
       return { status: 'settled', reference: tx ?? reference ?? '' }
     }
     if (fate === 'dead') return { status: 'failed', reason: 'the authorization expired unused' }
