@@ -200,13 +200,14 @@ async function buyEverything(t: Test, buyer: PrivateKeyAccount, label: string, s
   t.equal(plan.status, 200, `${label}: the plan is bought`)
   t.match(await json(plan), { planId: PLAN, status: 'active' })
 
-  const deposit = await pay(`${cli.memory}/api/v1/deposits`, { method: 'POST', headers: { 'x-pay-amount-micros': String(DEPOSIT) } })
-  t.equal(deposit.status, 200, `${label}: the deposit is paid`)
-  t.match(await json(deposit), { depositedMicros: String(DEPOSIT), balanceMicros: String(DEPOSIT) })
-
+  // The write before the deposit: a depositor's paid write draws on its deposit instead (docs/memory.md).
   const write = await pay(`${cli.memory}/api/v1/memories`, post({ content: phrase }))
   t.equal(write.status, 201, `${label}: the per-call write is paid`)
   t.match(await json(write), { rail: 'payg', chargedMicros: String(WRITE_PRICE) })
+
+  const deposit = await pay(`${cli.memory}/api/v1/deposits`, { method: 'POST', headers: { 'x-pay-amount-micros': String(DEPOSIT) } })
+  t.equal(deposit.status, 200, `${label}: the deposit is paid`)
+  t.match(await json(deposit), { depositedMicros: String(DEPOSIT), balanceMicros: String(DEPOSIT) })
 
   const sale = await pay(`${cli.gateway}/api/v1/audio/songs/songmodel-3-pro`, post({ prompt: `${label} house`, candidateCount: 3, seed, durationSec: 30 }))
   const song = await json(sale)
