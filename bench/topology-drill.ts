@@ -1,5 +1,5 @@
 // The topology drill: `npm run drill:topology` (docs/reliability.md). The Helm chart's topology on
-// one machine (test/helpers/topology.ts): 2 gateways, 2 scheduler-api, a controller, media and
+// one machine (test/helpers/topology.ts): 2 gateways, 2 scheduler-api, 2 controllers on one Lease, media and
 // memory, each `agent-gateway <role>` with the chart's environment, behind round-robin fronts, on a
 // Postgres cluster and a Redis server of the drill's own, anvil behind an RPC front over
 // CHAIN_RPC_URL and BLOB_DIR on a small tmpfs. Real x402 clients put mixed load on it for
@@ -13,16 +13,21 @@
 // DRILL_SHARED_SERVICES (unset: own Postgres and Redis), DRILL_RPC_DOWN_S (10), DRILL_RPC_SLOW_S (20),
 // DRILL_RPC_DELAY_S (3-8), DRILL_DISK_FULL_S (15), DRILL_BLOB_MB (64), DRILL_RECOVERY_BOUND_S (30),
 // DRILL_TASK_BUYERS (3), DRILL_MEMORY_BUYERS (1), DRILL_PACE_MS (250), DRILL_MAX_CALLS (5000),
-// DRILL_READY_BOUND_S (60), DRILL_GRACE_S (5), DRILL_CONTROLLERS (1), DRILL_MEMORIES (1), DRILL_REDIS_DB (9), DRILL_KEEP,
+// DRILL_V1_BUYERS, DRILL_MCP_BUYERS, DRILL_SONG_BUYERS (1 each), DRILL_SONG_EVERY_S (20),
+// DRILL_EXECUTOR (kubernetes: the fake API server, a kubelet double, 2 controllers on the Lease; or local),
+// DRILL_READY_BOUND_S (60), DRILL_GRACE_S (5), DRILL_CONTROLLERS (2, local: 1), DRILL_MEMORIES (1), DRILL_REDIS_DB (9), DRILL_KEEP,
 // DRILL_LOG_LEVEL (warn); with DRILL_SHARED_SERVICES, TEST_DATABASE_URL and TEST_REDIS_URL name the servers.
 import { randomInt } from 'node:crypto'
 import { postgresUnreachable } from '../test/helpers/crash-drill.ts'
 import { ownPostgresUnavailable, ownRedisUnavailable } from '../test/helpers/own-services.ts'
 import { SERVICE_ADDRESS, startTopology, type Topology } from '../test/helpers/topology.ts'
 import { seededRandom } from '../test/helpers/signals.ts'
-import { FAULT_KINDS, type FaultKind, OWN_SERVICE_KINDS, planFaults, runFaults } from '../test/helpers/topology-faults.ts'
+import { FAULT_KINDS, type FaultKind, KUBE_KINDS, OWN_SERVICE_KINDS, planFaults, runFaults } from '../test/helpers/topology-faults.ts'
 import { checkMoney, judgeCalls, quiesce, table } from '../test/helpers/topology-invariants.ts'
-import { fundBuyers, startLoad } from '../test/helpers/topology-load.ts'
+import { fundBuyers, moreBuyersFromEnv, startLoad } from '../test/helpers/topology-load.ts'
+import { startReceiver } from '../test/helpers/topology-reviews.ts'
+import { startSchedules } from '../test/helpers/topology-schedules.ts'
+import { startSongUpstream } from '../test/helpers/topology-songs.ts'
 
 const num = (name: string, fallback: number) => {
   const value = Number(process.env[name] ?? fallback)
@@ -36,9 +41,13 @@ const faultCount = Math.round(num('DRILL_FAULTS', Math.max(2, Math.round(minutes
 const asked = (process.env.DRILL_KINDS ?? FAULT_KINDS.join(',')).split(',').map((kind) => kind.trim()) as FaultKind[]
 if (asked.length === 0 || asked.some((kind) => !FAULT_KINDS.includes(kind))) throw new Error(`DRILL_KINDS must be a list of ${FAULT_KINDS.join(', ')}`)
 const shared = process.env.DRILL_SHARED_SERVICES === '1'
-// The machine's servers serve every other test: the drill restarts only servers it started.
-const kinds = shared ? asked.filter((kind) => !OWN_SERVICE_KINDS.includes(kind)) : asked
-if (kinds.length === 0) throw new Error(`DRILL_SHARED_SERVICES=1 leaves none of ${asked.join(', ')} (${OWN_SERVICE_KINDS.join(', ')} need the own services)`)
+const executor = process.env.DRILL_EXECUTOR === 'local' ? 'local' : 'kubernetes'
+if (process.env.DRILL_EXECUTOR !== undefined && !['local', 'kubernetes'].includes(process.env.DRILL_EXECUTOR)) throw new Error('DRILL_EXECUTOR must be kubernetes or local')
+// The machine's servers serve every other test: the drill restarts only servers it started. The
+// Lease and the API server exist only with the kubernetes executor.
+const kinds = asked.filter((kind) => !(shared && OWN_SERVICE_KINDS.includes(kind)) && !(executor === 'local' && KUBE_KINDS.includes(kind)))
+if (kinds.length === 0)
+  throw new Error(`no fault kind of ${asked.join(', ')} applies (${OWN_SERVICE_KINDS.join(', ')} need the own services, ${KUBE_KINDS.join(', ')} the kubernetes executor)`)
 const [delayMin, delayMax] = (process.env.DRILL_RPC_DELAY_S ?? '3-8').split('-').map((part) => Number(part) * 1000)
 if (!Number.isFinite(delayMin) || !Number.isFinite(delayMax) || (delayMin as number) > (delayMax as number)) throw new Error('DRILL_RPC_DELAY_S must be <min>-<max> seconds')
 const readyBoundMs = num('DRILL_READY_BOUND_S', 60) * 1000
@@ -53,7 +62,8 @@ process.once('SIGTERM', () => process.exit(143))
 const began = performance.now()
 const log = (line: string) => console.log(`[${((performance.now() - began) / 1000).toFixed(1).padStart(6)} s] ${line}`)
 log(`seed ${seed} (DRILL_SEED=${seed} replays the fault plan); ${minutes} min of load, ${faultCount} faults of ${kinds.join(',')}`)
-if (kinds.length < asked.length) log(`shared services: ${asked.filter((kind) => !kinds.includes(kind)).join(', ')} left out (the drill restarts only servers it started)`)
+if (kinds.length < asked.length)
+  log(`${asked.filter((kind) => !kinds.includes(kind)).join(', ')} left out (shared services are never restarted; the local executor has no Lease or API server)`)
 const random = seededRandom(seed)
 const plan = planFaults(random, minutes * 60_000, faultCount, kinds)
 log(`fault plan: ${plan.map((step) => `${(step.at / 1000).toFixed(0)} s ${step.kind}`).join(', ')}`)
@@ -61,9 +71,20 @@ log(`fault plan: ${plan.map((step) => `${(step.at / 1000).toFixed(0)} s ${step.k
 const problems: string[] = []
 let topology: Topology | undefined
 let failed = false
+// The review callbacks' receiver and the song model the media role generates with: both started
+// before the roles, whose environment names them. Their own seeds keep the fault plan and the
+// load's draws the same as without them.
+const receiver = await startReceiver({ random: seededRandom(seed + 1), failFirst: 0.5 })
+const songs = await startSongUpstream()
 try {
   topology = await startTopology({
-    controllers: num('DRILL_CONTROLLERS', 1),
+    ...(process.env.DRILL_CONTROLLERS !== undefined ? { controllers: num('DRILL_CONTROLLERS', 2) } : {}),
+    executor,
+    random: seededRandom(seed + 2),
+    roleEnv: {
+      gateway: { REVIEWS_EGRESS_ALLOW: receiver.allow, REVIEWS_CALLBACK_RETRY_DELAY_SEC: '1' },
+      media: { SONG_UPSTREAM_URL: songs.songsUrl, MEDIA_UPSTREAM_RETRIES: '0' },
+    },
     memories: num('DRILL_MEMORIES', 1),
     redisDb: num('DRILL_REDIS_DB', 9),
     sharedServices: shared,
@@ -84,9 +105,11 @@ try {
     }).catch(() => {})
   }, 2_000)
   producer.unref()
-  const buyers = await fundBuyers(topology, num('DRILL_TASK_BUYERS', 3), num('DRILL_MEMORY_BUYERS', 1))
+  const buyers = await fundBuyers(topology, num('DRILL_TASK_BUYERS', 3), num('DRILL_MEMORY_BUYERS', 1), moreBuyersFromEnv())
   const walletBase = await topology.chain().balanceOf(SERVICE_ADDRESS)
   log(`${buyers.length} buyers funded; service wallet ${walletBase} micros; load for ${minutes} min`)
+  const schedules = await startSchedules(topology, { random: seededRandom(seed + 1), log, receiver })
+  log(`${schedules.tasks.length} every-minute tasks scheduled; reviews with callbacks to ${receiver.allow}`)
 
   const load = startLoad(topology, buyers, { paceMs: num('DRILL_PACE_MS', 250), maxCalls: num('DRILL_MAX_CALLS', 5000), random })
   const faults = runFaults(topology, plan, {
@@ -103,7 +126,9 @@ try {
   faults.stop()
   await faults.done
   await load.stop()
-  log(`load stopped: ${load.calls.length} calls; ${faults.faults.length} faults injected; quiescing`)
+  // Its tasks deleted before quiescence, so their refunds are waited for with the others.
+  await schedules.stop()
+  log(`load stopped: ${load.calls.length + schedules.calls.length} calls; ${faults.faults.length} faults injected; quiescing`)
 
   // Whatever a failed restart left down is brought back: the checks need every replica.
   for (const proc of topology.processes) if (!proc.cli) await topology.start(proc).catch((error: unknown) => problems.push(`${proc.name} could not be restarted: ${error}`))
@@ -115,8 +140,13 @@ try {
     `quiescent: ${rest.retried} purchases retried, ${rest.deleted} tasks deleted, ${rest.withdrawn} deposits withdrawn; ` +
       `payments decided in ${(rest.decidedMs / 1000).toFixed(1)} s, refunds in ${(rest.refundsMs / 1000).toFixed(1)} s`,
   )
-  const money = await checkMoney(topology, buyers, walletBase, SERVICE_ADDRESS, problems)
-  const verdict = judgeCalls(load.calls, faults.faults, graceMs, problems)
+  const scheduled = await schedules.check(problems, faults.faults)
+  const money = await checkMoney(topology, buyers, walletBase + scheduled.serviceGain, SERVICE_ADDRESS, problems)
+  const verdict = judgeCalls([...load.calls, ...schedules.calls], faults.faults, graceMs, problems)
+  // One Job per Run, whoever led when it was dispatched (the kubelet double saw every Job ever made).
+  const jobsPerRun = new Map<string, number>()
+  for (const job of topology.kube?.jobHistory() ?? []) if (job.run) jobsPerRun.set(job.run, (jobsPerRun.get(job.run) ?? 0) + 1)
+  for (const [run, jobs] of jobsPerRun) if (jobs > 1) problems.push(`run ${run} got ${jobs} Jobs: one Run, one Job`)
   for (const crash of topology.crashes) {
     problems.push(
       `${crash.name} exited on its own at ${new Date(crash.at).toISOString()} (${crash.code ?? crash.signal})` +
@@ -134,6 +164,13 @@ try {
       services: topology.services === 'own' ? 'own Postgres cluster and Redis server' : 'the machine’s shared Postgres and Redis',
       'start-up': `${(startupMs / 1000).toFixed(1)} s for the whole topology`,
       restarts: topology.processes.map((proc) => `${proc.name} ${proc.restarts}`).join(', '),
+      schedules:
+        `${scheduled.slotsRan}/${scheduled.slotsDue} cron slots ran (${scheduled.slotsSkipped} documented skips, ${scheduled.runsLost} lost in fault windows, ` +
+        `max lag ${scheduled.maxLagS.toFixed(1)} s), ${scheduled.webhookRuns} webhook runs; callbacks ${scheduled.reviews.delivered}/${scheduled.reviews.submitted} delivered, ${scheduled.reviews.repeats} retried`,
+      executor:
+        executor === 'kubernetes'
+          ? `kubernetes (fake API server, kubelet double): ${jobsPerRun.size} runs with Jobs, ${topology.kube?.kubelet.started ?? 0} pods started, leader now ${topology.kube?.leader()?.name ?? 'none'}`
+          : 'local (bubblewrap)',
       crashes: topology.crashes.length === 0 ? 'none' : topology.crashes.map((crash) => `${crash.name} (${crash.code ?? crash.signal})`).join(', '),
     }),
   )
@@ -142,6 +179,7 @@ try {
   problems.push(`the drill itself failed: ${(error as Error).stack ?? error}`)
 } finally {
   await topology?.stop(keep || failed || problems.length > 0).catch((error: unknown) => problems.push(`stop: ${error}`))
+  await songs.close().catch(() => {})
 }
 for (const problem of problems) console.log(`PROBLEM ${problem}`)
 console.log(`${problems.length === 0 ? 'HELD' : 'VIOLATED'}: seed ${seed}, ${minutes} min, ${problems.length} problems, ${((performance.now() - began) / 1000).toFixed(0)} s`)

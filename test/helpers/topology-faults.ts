@@ -12,8 +12,38 @@ import { openDb } from '../../src/platform/db/index.ts'
 import { seededRandom } from './signals.ts'
 import type { RoleProcess, Topology } from './topology.ts'
 
-export type FaultKind = 'kill' | 'pg-terminate' | 'pg-restart' | 'redis-kill' | 'redis-restart' | 'rpc-stop' | 'rpc-slow' | 'rpc-restart' | 'disk-full'
-export const FAULT_KINDS: readonly FaultKind[] = ['kill', 'pg-terminate', 'pg-restart', 'redis-kill', 'redis-restart', 'rpc-stop', 'rpc-slow', 'rpc-restart', 'disk-full']
+export type FaultKind =
+  | 'kill'
+  | 'leader-kill'
+  | 'api-restart'
+  | 'pg-terminate'
+  | 'pg-restart'
+  | 'redis-kill'
+  | 'redis-restart'
+  | 'rpc-stop'
+  | 'rpc-slow'
+  | 'rpc-restart'
+  | 'disk-full'
+export const FAULT_KINDS: readonly FaultKind[] = [
+  'kill',
+  'leader-kill',
+  'api-restart',
+  'pg-terminate',
+  'pg-restart',
+  'redis-kill',
+  'redis-restart',
+  'rpc-stop',
+  'rpc-slow',
+  'rpc-restart',
+  'disk-full',
+]
+/** Kinds that need the kubernetes executor (the fake API server and the controllers' Lease). */
+export const KUBE_KINDS: readonly FaultKind[] = ['leader-kill', 'api-restart']
+/**
+ * A follower takes an expired Lease within its duration (15 s) plus two retry periods (2 s each)
+ * of reading it, plus the slack of a loaded machine (controllers/kubernetes/leader-election.ts).
+ */
+const LEADER_TAKEOVER_BOUND_MS = 25_000
 /** Kinds that restart a service the drill must own (not the machine's shared Postgres or Redis). */
 export const OWN_SERVICE_KINDS: readonly FaultKind[] = ['pg-restart', 'redis-restart']
 
@@ -240,9 +270,64 @@ async function fillDisk(topology: Topology, options: FaultOptions): Promise<Faul
   return fault
 }
 
+/**
+ * kill -9 of the controller holding the Lease; the fault ends when it is back (ready) after another
+ * controller took the Lease, which must happen within LEADER_TAKEOVER_BOUND_MS.
+ */
+async function killLeader(topology: Topology, readyBoundMs: number): Promise<Fault> {
+  const kube = topology.kube
+  if (!kube) throw new Error('leader-kill needs the kubernetes executor')
+  const holder = kube.leader()
+  const proc = topology.processes.find((candidate) => candidate.name === holder?.name)
+  if (!holder || !proc) throw new Error(`no controller holds the Lease (holder ${holder?.identity ?? 'none'})`)
+  const start = Date.now()
+  await topology.kill(proc)
+  const fault: Fault = { kind: 'leader-kill', target: proc.name, start, end: start, recoveryMs: 0 }
+  let takeoverMs: number | undefined
+  while (Date.now() - start < LEADER_TAKEOVER_BOUND_MS) {
+    const now = kube.leader()
+    if (now && now.name !== holder.name) {
+      takeoverMs = Date.now() - start
+      break
+    }
+    await sleep(250)
+  }
+  try {
+    await topology.start(proc)
+    proc.restarts += 1
+  } catch (error) {
+    fault.error = `restart of ${proc.name} failed: ${(error as Error).message.slice(0, 2000)}`
+  }
+  fault.end = Date.now()
+  fault.recoveryMs = fault.end - start
+  if (takeoverMs === undefined)
+    fault.error = `no other controller took the Lease within ${LEADER_TAKEOVER_BOUND_MS} ms of the leader's kill${fault.error ? `; ${fault.error}` : ''}`
+  else fault.target = `${proc.name} (Lease taken over in ${(takeoverMs / 1000).toFixed(1)} s)`
+  if (!fault.error && fault.recoveryMs > readyBoundMs + LEADER_TAKEOVER_BOUND_MS) fault.error = `${proc.name} ready ${fault.recoveryMs} ms after its kill`
+  return fault
+}
+
+/** The API server away for 1-5 s (seeded) and back with a compacted history; ends when every /readyz is 200. */
+function restartApiServer(topology: Topology, pick: number, boundMs: number): Promise<Fault> {
+  const kube = topology.kube
+  if (!kube) throw new Error('api-restart needs the kubernetes executor')
+  const downMs = Math.round(1_000 + pick * 4_000)
+  return restartDependency(
+    topology,
+    'api-restart',
+    `API server down ${(downMs / 1000).toFixed(1)} s, watches ended, history compacted`,
+    () => kube.restartApiServer(downMs).then(() => undefined),
+    boundMs,
+  )
+}
+
 function inject(topology: Topology, step: FaultPlan, options: FaultOptions): Promise<Fault> {
   const bound = options.recoveryBoundMs
   switch (step.kind) {
+    case 'leader-kill':
+      return killLeader(topology, options.readyBoundMs)
+    case 'api-restart':
+      return restartApiServer(topology, step.pick, bound)
     case 'kill': {
       const proc = topology.processes[Math.floor(step.pick * topology.processes.length)] as RoleProcess
       return killAndRestart(topology, proc, options.readyBoundMs)

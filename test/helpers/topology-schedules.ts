@@ -345,10 +345,14 @@ async function checkTasks(topology: Topology, buyer: Buyer, tasks: ScheduledTask
       const unasked = hooked.filter((run) => !task.webhookRuns.includes(run.id)).length
       if (unasked > task.webhookUnanswered)
         problems.push(`task ${task.id}: ${unasked} webhook runs no answered call accounts for (${task.webhookUnanswered} calls went unanswered)`)
+      const jobsOfRun = new Map<string, number>()
+      for (const job of topology.kube?.jobHistory() ?? []) if (job.run) jobsOfRun.set(job.run, (jobsOfRun.get(job.run) ?? 0) + 1)
       for (const run of mine) {
         if (run.trigger !== 'schedule' && run.trigger !== 'webhook')
           problems.push(`task ${task.id}: run ${run.id} has trigger ${run.trigger}; the drill asked only for slots and webhooks`)
-        const executions = BigInt(run.executions)
+        // The local executor runs the script (one artifact per execution); the kubernetes executor's
+        // pods are the kubelet double's, so there an execution is a Job the double saw for the run.
+        const executions = topology.kube ? BigInt(jobsOfRun.get(run.id) ?? 0) : BigInt(run.executions)
         if (executions > 1n || run.artifacts_count > 1)
           problems.push(`task ${task.id}: run ${run.id} executed ${executions} times (${run.artifacts_count} artifacts counted): one run, one sandbox`)
         const from = ms(run.created_at) ?? 0

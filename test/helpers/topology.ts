@@ -27,6 +27,7 @@ import { disownGroup, killGroup, killOwnedGroups, ownGroup } from './process-gro
 import { openAdmin, PG_URL, REDIS_URL } from './servers.ts'
 import { type BlobVolume, mountBlobVolume } from './topology-disk.ts'
 import { type Backend, type Front, startFront } from './topology-front.ts'
+import { type KubeDrill, startKubeForDrill } from './topology-kube.ts'
 import { type RpcFront, startRpcFront } from './topology-rpc-front.ts'
 
 export const SERVICE_KEY = ANVIL_ACCOUNT_0_KEY
@@ -74,6 +75,16 @@ export interface TopologyOptions {
   blobVolumeMb?: number
   /** Connections per process (DATABASE_POOL_MAX); default 5. */
   poolMax?: number
+  /**
+   * 'kubernetes' (default, what the chart deploys): scheduler-api and the controllers use the
+   * kubernetes executor against the fake API server with a kubelet double (topology-kube.ts), and
+   * the controllers elect a leader on its Lease. 'local': bubblewrap sandboxes, no election.
+   */
+  executor?: 'kubernetes' | 'local'
+  /** Extra environment per role (a callback receiver the reviews egress may reach, a song upstream). */
+  roleEnv?: Partial<Record<Role, Record<string, string>>>
+  /** Seeds the kubelet double's timings. */
+  random?: () => number
   log?: (line: string) => void
 }
 
@@ -120,6 +131,8 @@ export interface Topology {
   chainUp(): boolean
   /** Resolves with the ms until every process's /readyz is 200; throws after `timeoutMs`. */
   untilAllReady(timeoutMs: number): Promise<number>
+  /** The fake API server and its kubelet double (executor 'kubernetes'). */
+  kube: KubeDrill | undefined
   stop(keep: boolean): Promise<void>
 }
 
@@ -252,7 +265,17 @@ export async function startTopology(options: TopologyOptions = {}): Promise<Topo
     )
 
     // --- ports, fronts and the processes' environments ---
-    const count = { gateway: options.gateways ?? 2, 'scheduler-api': options.schedulers ?? 2, controller: options.controllers ?? 1, media: 1, memory: options.memories ?? 1 }
+    const executor = options.executor ?? 'kubernetes'
+    const kube = executor === 'kubernetes' ? await startKubeForDrill({ ...(options.random ? { random: options.random } : {}), log }) : undefined
+    if (kube) started.push(() => kube.stop())
+    // Two controllers on one Lease, as the chart's controller.replicas may; the local executor has no election.
+    const count = {
+      gateway: options.gateways ?? 2,
+      'scheduler-api': options.schedulers ?? 2,
+      controller: options.controllers ?? (kube ? 2 : 1),
+      media: 1,
+      memory: options.memories ?? 1,
+    }
     const processes: RoleProcess[] = []
     for (const role of ['gateway', 'scheduler-api', 'controller', 'media', 'memory'] as const) {
       for (let i = 1; i <= count[role]; i += 1) {
@@ -328,7 +351,13 @@ export async function startTopology(options: TopologyOptions = {}): Promise<Topo
         })
       }
       if (proc.role === 'scheduler-api' || proc.role === 'controller') {
-        Object.assign(env, { SCHEDULER_EXECUTOR: 'local', SCHEDULER_INTERNAL_URL: urls.scheduler, SCHEDULER_SECRET_KEY: shared.SCHEDULER_SECRET_KEY, SANDBOX_MAX_PARALLEL: '2' })
+        Object.assign(env, {
+          ...(kube ? kube.env : { SCHEDULER_EXECUTOR: 'local' }),
+          ...(kube && proc.role === 'controller' ? kube.controllerEnv(proc.name) : {}),
+          SCHEDULER_INTERNAL_URL: urls.scheduler,
+          SCHEDULER_SECRET_KEY: shared.SCHEDULER_SECRET_KEY,
+          SANDBOX_MAX_PARALLEL: '2',
+        })
       }
       if (proc.role !== 'memory') env.BLOB_DIR = blobDir // the shared claim (blobStore.existingClaim)
       if (proc.role === 'gateway' || proc.role === 'media') env.MEDIA_INTERNAL_TOKEN = shared.MEDIA_INTERNAL_TOKEN
@@ -343,6 +372,7 @@ export async function startTopology(options: TopologyOptions = {}): Promise<Topo
       if (proc.role === 'scheduler-api' || proc.role === 'memory') env.OFFER_RECEIPT_SIGNING_KEY = shared.OFFER_RECEIPT_SIGNING_KEY
       if (proc.role === 'memory') Object.assign(env, { MEMORY_KEY_FILE: keyRing, MEMORY_CACHE_MB: '64' })
       if (proc.role === 'media') Object.assign(env, { MEDIA_CONCURRENCY: '1', MEDIA_ANALYSIS_THREADS: '1' })
+      Object.assign(env, options.roleEnv?.[proc.role] ?? {})
       proc.env = env
     }
 
@@ -434,6 +464,7 @@ export async function startTopology(options: TopologyOptions = {}): Promise<Topo
         return performance.now() - begun
       },
       chainUp: () => chainIsUp,
+      kube,
       async untilAllReady(timeoutMs) {
         const begun = performance.now()
         await Promise.all(processes.map((proc) => untilReady(`http://127.0.0.1:${proc.port}/readyz`, timeoutMs)))
