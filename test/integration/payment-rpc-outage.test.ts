@@ -14,21 +14,14 @@ import { ExactEvmScheme } from '@x402/evm/exact/client'
 import { authorizationTypes } from '@x402/evm'
 import type { Address, Hex, LocalAccount } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
-import { openDb } from '../../src/platform/db/index.ts'
-import { migrate } from '../../src/platform/db/migrate.ts'
-import { openKeyValue } from '../../src/platform/kv/index.ts'
-import { createLogger } from '../../src/platform/logger.ts'
-import { systemClock } from '../../src/platform/clock.ts'
-import { registry } from '../../src/catalog/registry.ts'
-import { openPayments, type Payments } from '../../src/payments/index.ts'
+import type { Payments } from '../../src/payments/index.ts'
 import type { PriceQuote } from '../../src/payments/types.ts'
 import { x402Reconciler } from '../../src/payments/x402/method.ts'
 import { BASE_CHAIN_ID, BASE_USDC, createRpcChain, startDevChain } from '../../src/payments/chain/index.ts'
+import { guardWorld } from '../helpers/guard-world.ts'
 
 const SETTLER_KEY: Hex = '0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d'
 const PRICE = 10_000n
-const EFFECT = 'test.work'
-const logger = createLogger('silent')
 
 const dev = await startDevChain()
 t.teardown(() => dev.close())
@@ -68,41 +61,15 @@ async function rpcFront(t: Test) {
 
 /** Payments of one process whose chain adapter reaches the node through `rpcUrl`. */
 async function paymentsVia(t: Test, rpcUrl: string) {
-  const db = await openDb({ kind: 'pglite', dataDir: 'memory://' })
-  await migrate(db)
-  const kv = await openKeyValue({ kind: 'memory' })
   const chain = createRpcChain({ rpcUrl, privateKey: SETTLER_KEY, chainId: BASE_CHAIN_ID, usdc: BASE_USDC, pollingIntervalMs: 20, requestTimeoutMs: 1_000 })
-  const payTo = privateKeyToAccount(generatePrivateKey()).address
-  const payments = await openPayments({
-    db,
-    kv,
-    logger,
-    clock: systemClock,
-    registry,
-    dataDir: '',
-    payTo,
-    gatewayUrl: 'https://gw.test',
-    chain,
-    reconcileEveryMs: 0,
-    settleTimeoutMs: 300,
-  })
-  const heard: string[] = []
-  payments.outcomes.register(EFFECT, {
-    settled: async (_tx, key) => void heard.push(`settled ${key}`),
-    failed: async (_tx, key) => void heard.push(`failed ${key}`),
-    reversed: async (_tx, key) => void heard.push(`reversed ${key}`),
-  })
-  t.teardown(async () => {
-    await payments.close()
-    await chain.close()
-    await kv.close()
-    await db.close()
-  })
-  const quote: PriceQuote = { amountMicros: PRICE, resourceUrl: 'https://gw.test/work', route: 'POST /work', description: 'test work', payTo }
-  const row = async (key: string) =>
-    (await db.query<{ state: string; reference: string | null }>('select state, reference from payment_reservations where replay_key = $1', [key]))[0]
-  const ledger = async (key: string) => (await db.query<{ event: string }>('select event from payments_ledger where replay_key = $1 order by id', [key])).map((r) => r.event)
-  return { db, chain, payments, heard, quote, payTo, row, ledger }
+  t.teardown(() => chain.close())
+  const world = await guardWorld(t, PRICE, { chain, settleTimeoutMs: 300 })
+  // Where the reservation stands: its state and reference (what these tests compare whole).
+  const row = async (key: string) => {
+    const found = await world.row(key)
+    return found && { state: found.state, reference: found.reference }
+  }
+  return { ...world, row, chain }
 }
 
 /** The real x402 v2 client's PAYMENT-SIGNATURE for the 402 of `quote`. */
@@ -113,12 +80,10 @@ async function proof(payments: Payments, buyer: LocalAccount, quote: PriceQuote)
   return http.encodePaymentSignatureHeader(await http.createPaymentPayload(http.getPaymentRequiredResponse(header, challenge.extensions)))
 }
 
-/** A paid request: authorize, bind the work, settle; returns the payment's spend key and decision. */
+/** A paid request of `buyer` (the real client's proof): its spend key and decision. */
 async function paidRequest(w: Awaited<ReturnType<typeof paymentsVia>>, buyer: LocalAccount) {
-  const authorized = await w.payments.guard.authorize(await proof(w.payments, buyer, w.quote), w.quote, 'op')
-  await w.db.transaction((tx) => authorized.bind(tx, EFFECT))
-  const { decision } = await authorized.commit()
-  return { key: authorized.payment.replayKey, decision }
+  const { key, decision } = await w.paid(await proof(w.payments, buyer, w.quote))
+  return { key, decision }
 }
 
 async function funded(): Promise<LocalAccount> {

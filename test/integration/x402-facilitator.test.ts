@@ -14,24 +14,15 @@ import { ExactEvmScheme } from '@x402/evm/exact/client'
 import { ExactEvmSchemeV1 } from '@x402/evm/exact/v1/client'
 import { parseAbiItem, type Address, type Hex, type LocalAccount } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
-import { openDb } from '../../src/platform/db/index.ts'
-import { migrate } from '../../src/platform/db/migrate.ts'
-import { openKeyValue } from '../../src/platform/kv/index.ts'
-import { createLogger } from '../../src/platform/logger.ts'
-import { systemClock } from '../../src/platform/clock.ts'
 import { AppError } from '../../src/platform/errors.ts'
-import { registry } from '../../src/catalog/registry.ts'
-import { openPayments } from '../../src/payments/index.ts'
-import type { PriceQuote } from '../../src/payments/types.ts'
 import { BASE_CHAIN_ID, BASE_USDC, startDevChain } from '../../src/payments/chain/index.ts'
 import { readOnlyChain } from '../../src/payments/x402/read-only-chain.ts'
 import { freePort } from '../helpers/cli.ts'
 import { startTestFacilitator } from '../helpers/x402-facilitator.ts'
+import { guardWorld } from '../helpers/guard-world.ts'
 
 const PRICE = 10_000n
-const EFFECT = 'test.work'
 const API_KEY = 'fac-test-key'
-const logger = createLogger('silent')
 
 const dev = await startDevChain()
 t.teardown(() => dev.close())
@@ -39,54 +30,13 @@ const facilitator = await startTestFacilitator({ rpcUrl: dev.rpcUrl, apiKey: API
 t.teardown(() => facilitator.close())
 
 /** One gateway process in facilitator mode: its chain port refuses every write. */
-async function gateway(t: Test, options: { url?: string; headers?: Record<string, string> } = {}) {
-  const db = await openDb({ kind: 'pglite', dataDir: 'memory://' })
-  await migrate(db)
-  const kv = await openKeyValue({ kind: 'memory' })
-  const payTo = privateKeyToAccount(generatePrivateKey()).address
-  const payments = await openPayments({
-    db,
-    kv,
-    logger,
-    clock: systemClock,
-    registry,
-    dataDir: '',
-    payTo,
-    gatewayUrl: 'https://gw.test',
+function gateway(t: Test, options: { url?: string; headers?: Record<string, string> } = {}) {
+  return guardWorld(t, PRICE, {
     chain: readOnlyChain(dev),
-    reconcileEveryMs: 0,
     facilitatorUrl: options.url ?? facilitator.url,
     facilitatorHeaders: options.headers ?? { Authorization: `Bearer ${API_KEY}` },
     facilitatorTimeoutMs: 1_000,
   })
-  const heard: string[] = []
-  payments.outcomes.register(EFFECT, {
-    settled: async (_tx, key) => void heard.push(`settled ${key}`),
-    failed: async (_tx, key) => void heard.push(`failed ${key}`),
-    reversed: async (_tx, key) => void heard.push(`reversed ${key}`),
-  })
-  t.teardown(async () => {
-    await payments.close()
-    await kv.close()
-    await db.close()
-  })
-  const quote: PriceQuote = { amountMicros: PRICE, resourceUrl: 'https://gw.test/work', route: 'POST /work', description: 'test work', payTo }
-  const row = async (key: string) =>
-    (
-      await db.query<{ state: string; reference: string | null; confirmed_at: Date | null }>(
-        'select state, reference, confirmed_at from payment_reservations where replay_key = $1',
-        [key],
-      )
-    )[0]
-  const ledger = async (key: string) => (await db.query<{ event: string }>('select event from payments_ledger where replay_key = $1 order by id', [key])).map((r) => r.event)
-  /** A paid request: authorize, bind the work, settle. */
-  const paid = async (headers: Record<string, string>) => {
-    const authorized = await payments.guard.authorize(headers, quote, 'op')
-    await db.transaction((tx) => authorized.bind(tx, EFFECT))
-    const { decision, headers: receipt } = await authorized.commit()
-    return { key: authorized.payment.replayKey, decision, receipt }
-  }
-  return { db, payments, heard, quote, payTo, row, ledger, paid }
 }
 
 type Gateway = Awaited<ReturnType<typeof gateway>>
