@@ -98,11 +98,8 @@ export function planFaults(random: () => number, durationMs: number, count: numb
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-/** kill -9 of the process group of a replica, then its restart; the fault ends when /readyz is 200. */
-async function killAndRestart(topology: Topology, proc: RoleProcess, readyBoundMs: number): Promise<Fault> {
-  const start = Date.now()
-  await topology.kill(proc)
-  const fault: Fault = { kind: 'kill', target: proc.name, start, end: start, recoveryMs: 0 }
+/** Starts a killed `proc` again (as the kubelet restarts a container); the fault ends when it is ready. */
+async function restartAfter(topology: Topology, proc: RoleProcess, fault: Fault): Promise<void> {
   try {
     await topology.start(proc)
     proc.restarts += 1
@@ -110,7 +107,15 @@ async function killAndRestart(topology: Topology, proc: RoleProcess, readyBoundM
     fault.error = `restart of ${proc.name} failed: ${(error as Error).message.slice(0, 2000)}`
   }
   fault.end = Date.now()
-  fault.recoveryMs = fault.end - start
+  fault.recoveryMs = fault.end - fault.start
+}
+
+/** kill -9 of the process group of a replica, then its restart; the fault ends when /readyz is 200. */
+async function killAndRestart(topology: Topology, proc: RoleProcess, readyBoundMs: number): Promise<Fault> {
+  const start = Date.now()
+  await topology.kill(proc)
+  const fault: Fault = { kind: 'kill', target: proc.name, start, end: start, recoveryMs: 0 }
+  await restartAfter(topology, proc, fault)
   if (!fault.error && fault.recoveryMs > readyBoundMs) fault.error = `${proc.name} ready ${fault.recoveryMs} ms after its kill, over the bound of ${readyBoundMs} ms`
   return fault
 }
@@ -292,14 +297,7 @@ async function killLeader(topology: Topology, readyBoundMs: number): Promise<Fau
     }
     await sleep(250)
   }
-  try {
-    await topology.start(proc)
-    proc.restarts += 1
-  } catch (error) {
-    fault.error = `restart of ${proc.name} failed: ${(error as Error).message.slice(0, 2000)}`
-  }
-  fault.end = Date.now()
-  fault.recoveryMs = fault.end - start
+  await restartAfter(topology, proc, fault)
   if (takeoverMs === undefined)
     fault.error = `no other controller took the Lease within ${LEADER_TAKEOVER_BOUND_MS} ms of the leader's kill${fault.error ? `; ${fault.error}` : ''}`
   else fault.target = `${proc.name} (Lease taken over in ${(takeoverMs / 1000).toFixed(1)} s)`
