@@ -19,6 +19,7 @@ import type { AddressInfo } from 'node:net'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { createPublicClient, encodeFunctionData, getAddress, http } from 'viem'
+import { startPoolDoctor } from './dev-pool-doctor.ts'
 import { createDevStatePersister, type DevStatePersister } from './dev-state.ts'
 import type { Address, Hex } from 'viem'
 import artifact from './contracts/TestUSDC.json' with { type: 'json' }
@@ -147,6 +148,7 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
     }
     await rpc('anvil_impersonateAccount', [FAUCET_SENDER])
     await rpc('anvil_setBalance', [FAUCET_SENDER, '0x3635c9adc5dea00000']) // 1000 ETH for gas
+    const doctor = startPoolDoctor({ rpc, impersonated: [FAUCET_SENDER], logger: log })
 
     let mintQueue: Promise<unknown> = Promise.resolve()
     let closing: Promise<void> | undefined
@@ -195,6 +197,7 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
 
       close() {
         closing ??= (async () => {
+          await doctor.stop()
           await chain.close()
           await persister?.save().catch((error: unknown) => log?.warn({ err: error }, 'dev chain: could not save its state before stopping'))
           await proc.stop(log)
