@@ -39,6 +39,20 @@ const unavailableBody = (name: string) =>
     code: 'no_ready_replica',
   })
 
+// A proxy's connections are its own: the replica's `Keep-Alive: timeout=72` passed through would
+// have clients reuse a socket this front closed after 5 s idle (a request cut off at random).
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade'])
+
+function endToEnd(raw: string[]): string[] {
+  const kept: string[] = []
+  for (let i = 0; i + 1 < raw.length; i += 2) if (!HOP_BY_HOP.has((raw[i] as string).toLowerCase())) kept.push(raw[i] as string, raw[i + 1] as string)
+  return kept
+}
+
+function withoutHopByHop(headers: http.IncomingHttpHeaders): http.IncomingHttpHeaders {
+  return Object.fromEntries(Object.entries(headers).filter(([name]) => !HOP_BY_HOP.has(name)))
+}
+
 /**
  * Starts a front on a free port of 127.0.0.1 (or `port`) over `routes`; the last route should have
  * prefix '/'. The backends are read at each request: flip their `ready` to take them in and out.
@@ -64,13 +78,13 @@ export async function startFront(name: string, routes: Route[], port = 0): Promi
   const attempt = (backends: Backend[], first: number, tried: number, req: http.IncomingMessage, res: http.ServerResponse, body: Buffer) => {
     if (tried >= backends.length) return unavailable(res)
     const backend = backends[(first + tried) % backends.length] as Backend
-    const headers = { ...req.headers, 'x-forwarded-for': req.socket.remoteAddress ?? '127.0.0.1', 'x-forwarded-host': req.headers.host ?? '' }
+    const headers = { ...withoutHopByHop(req.headers), 'x-forwarded-for': req.socket.remoteAddress ?? '127.0.0.1', 'x-forwarded-host': req.headers.host ?? '' }
     const upstream = http.request({ host: '127.0.0.1', port: backend.port, method: req.method, path: req.url, headers, agent: false })
     let connected = false
     upstream.on('socket', (socket) => socket.once('connect', () => (connected = true)))
     upstream.on('response', (answer) => {
       stats.proxied += 1
-      res.writeHead(answer.statusCode ?? 502, answer.rawHeaders as unknown as http.OutgoingHttpHeaders)
+      res.writeHead(answer.statusCode ?? 502, endToEnd(answer.rawHeaders) as unknown as http.OutgoingHttpHeaders)
       answer.pipe(res)
       answer.on('error', () => {
         stats.reset += 1
