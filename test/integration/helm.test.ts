@@ -10,7 +10,8 @@
 // ring is loaded by the service's own parser, and its lifecycle is driven through install, upgrade
 // and uninstall against test/helpers/fake-kube-apiserver.ts) and its embeddings and dreaming
 // settings, the review sites' isolated origin (the gateway pods' second port, its Service, the
-// wildcard Ingress rule, PUBLIC_REVIEWS_URL), and values.schema.json rejecting bad values. No
+// wildcard Ingress rule, PUBLIC_REVIEWS_URL), facilitator mode and the host guard (ALLOWED_HOSTS,
+// checked with the service's own host policy), and values.schema.json rejecting bad values. No
 // cluster is involved.
 import t, { type Test } from 'tap'
 import { execFile } from 'node:child_process'
@@ -24,6 +25,7 @@ import { helmPath, kubectlPath } from '../helpers/kube-tools.ts'
 import { startFakeKubeApiServer } from '../helpers/fake-kube-apiserver.ts'
 import { fileKeyRing, KEK_ID_RE } from '../../src/memory/crypto/keyring.ts'
 import { configVariables, loadConfig } from '../../src/platform/config.ts'
+import { createHostPolicy } from '../../src/platform/host-policy.ts'
 import { newSiteLabel, reviewOrigins } from '../../src/reviews/origins.ts'
 import { buildRunJob, loadJobTemplate } from '../../controllers/kubernetes/index.ts'
 
@@ -38,6 +40,11 @@ const ROLE_PORTS: Record<string, number> = { gateway: 4020, 'scheduler-api': 402
 const REVIEWS_PORT = 4025
 /** The roles that keep blobs (BLOB_STORE, S3_*, the shared claim): the gateway keeps review sites. */
 const BLOB_ROLES = ['gateway', 'scheduler-api', 'controller', 'media']
+/** The roles that take payments: the chain, the settler key and the facilitator. */
+const PAYING_ROLES = ['gateway', 'scheduler-api', 'controller', 'memory']
+/** Each role's Service name suffix (`<release>-<service>`). */
+const ROLE_SERVICES: Record<string, string> = { gateway: 'gateway', 'scheduler-api': 'scheduler', controller: 'controller', media: 'media', memory: 'memory' }
+const PAY_TO = '0x70997970C51812dc3A010C7d01b50e0d17dc79C8'
 
 // ------------------------------------------------------------------------------------------ helm
 
@@ -189,7 +196,19 @@ t.test('values.schema.json rejects bad values, naming them', async (t) => {
     { set: ['--set', 'gatway.replicas=2'], message: /additional properties 'gatway' not allowed/ },
     { set: ['--set', 'runner.networkPolicy.blockedCIDRs[0]=10.0.0.0'], message: /\/runner\/networkPolicy\/blockedCIDRs\/0/ },
     { set: ['--set', 'config.logLevel=verbose'], message: /\/config\/logLevel/ },
-    { set: ['--set', 'config.chainRpcUrl=https://rpc.example', '--set', 'config.payToAddress=0x70997970C51812dc3A010C7d01b50e0d17dc79C8'], message: /\/secrets\/existingSecret/ },
+    { set: ['--set', 'config.chainRpcUrl=https://rpc.example', '--set', `config.payToAddress=${PAY_TO}`], message: /\/secrets\/existingSecret/ },
+    // config.ts refuses a facilitator without a chain to decide lost answers from.
+    { set: ['--set', 'config.x402Facilitator.url=https://facilitator.example'], message: /\/config\/chainRpcUrl/ },
+    { set: ['--set', 'config.x402Facilitator.url=https://facilitator.example', '--set', 'config.chainRpcUrl=https://rpc.example'], message: /\/config\/payToAddress/ },
+    { set: ['--set', 'config.x402Facilitator.url=ftp://facilitator.example'], message: /\/config\/x402Facilitator\/url/ },
+    { set: ['--set', 'config.x402Facilitator.url=https://user:key@facilitator.example'], message: /\/config\/x402Facilitator\/url/ },
+    { set: ['--set', 'config.x402Facilitator.url=https://facilitator .example'], message: /\/config\/x402Facilitator\/url/ },
+    { set: ['--set', 'config.x402Facilitator.timeoutMs=99'], message: /\/config\/x402Facilitator\/timeoutMs/ },
+    { set: ['--set', 'config.x402Facilitator.timeoutMs=600001'], message: /\/config\/x402Facilitator\/timeoutMs/ },
+    { set: ['--set', 'config.x402Facilitator.headers=x'], message: /additional properties 'headers' not allowed/ },
+    { set: ['--set', 'config.allowedHosts[0]=gw example.com'], message: /\/config\/allowedHosts\/0/ },
+    { set: ['--set', 'config.allowedHosts[0]=*.'], message: /\/config\/allowedHosts\/0/ },
+    { set: ['--set', 'config.allowedHosts=gw.example.com'], message: /\/config\/allowedHosts/ },
     { set: ['--set', 'postgresql.auth.password=p@ss/word'], message: /\/postgresql\/auth\/password/ },
     { set: ['--set', 'blobStore.type=gcs'], message: /\/blobStore\/type/ },
     { set: ['--set', 'blobStore.type=s3'], message: /\/blobStore\/s3\/bucket/ },
@@ -355,7 +374,7 @@ for (const [label, manifests] of [
       t.ok(env.get('REDIS_URL')?.valueFrom?.secretKeyRef, `${role}: REDIS_URL from a Secret`)
       for (const [name, entry] of env) {
         // MEMORY_KEY_FILE is a path (the key ring is a mounted Secret), not a secret.
-        if (/KEY|TOKEN|SMTP_URL|DATABASE_URL|REDIS_URL/.test(name) && !name.endsWith('_FILE')) t.notOk(entry.value, `${role}: ${name} is never a literal`)
+        if (/KEY|TOKEN|HEADERS|SMTP_URL|DATABASE_URL|REDIS_URL/.test(name) && !name.endsWith('_FILE')) t.notOk(entry.value, `${role}: ${name} is never a literal`)
       }
 
       const usesApi = role === 'scheduler-api' || role === 'controller'
@@ -704,6 +723,7 @@ t.test('everything enabled: ingress, in-cluster data stores, secrets and the mig
     LLM_API_KEY: true,
     SMTP_URL: true,
     MARKETPLACE_PAYER_PRIVATE_KEY: true,
+    X402_FACILITATOR_HEADERS: true,
     S3_ACCESS_KEY_ID: false,
     S3_SECRET_ACCESS_KEY: false,
   })
@@ -712,6 +732,7 @@ t.test('everything enabled: ingress, in-cluster data stores, secrets and the mig
     MPP_SECRET_KEY: false,
     SCHEDULER_SECRET_KEY: false,
     SMTP_URL: true,
+    X402_FACILITATOR_HEADERS: true,
     S3_ACCESS_KEY_ID: false,
     S3_SECRET_ACCESS_KEY: false,
   })
@@ -721,6 +742,7 @@ t.test('everything enabled: ingress, in-cluster data stores, secrets and the mig
       SETTLER_PRIVATE_KEY: false,
       MPP_SECRET_KEY: false,
       SMTP_URL: true,
+      X402_FACILITATOR_HEADERS: true,
       S3_ACCESS_KEY_ID: false,
       S3_SECRET_ACCESS_KEY: false,
       MEDIA_INTERNAL_TOKEN: undefined,
@@ -729,7 +751,14 @@ t.test('everything enabled: ingress, in-cluster data stores, secrets and the mig
     'the gateway: S3 (review sites) and its reviews secret, no upstream keys',
   )
   // memory: its upstream keys from memory.{embeddings,dreaming}.apiKeySecret, never optional once named.
-  t.same(secretRefs('memory'), { SETTLER_PRIVATE_KEY: false, MPP_SECRET_KEY: false, SMTP_URL: true, MEMORY_EMBEDDINGS_API_KEY: undefined, MEMORY_DREAM_API_KEY: undefined })
+  t.same(secretRefs('memory'), {
+    SETTLER_PRIVATE_KEY: false,
+    MPP_SECRET_KEY: false,
+    SMTP_URL: true,
+    X402_FACILITATOR_HEADERS: true,
+    MEMORY_EMBEDDINGS_API_KEY: undefined,
+    MEMORY_DREAM_API_KEY: undefined,
+  })
 
   // In-cluster Postgres/Redis: the connection URLs come from the chart's Secrets.
   for (const [store, variable, port] of [
@@ -767,6 +796,143 @@ t.test('everything enabled: ingress, in-cluster data stores, secrets and the mig
   // The migrate hook runs after the in-cluster database exists.
   const migrate = find(allEnabled, 'Job', `${RELEASE}-migrate`)
   t.equal(migrate.metadata.annotations?.['helm.sh/hook'], 'post-install,pre-upgrade')
+})
+
+// ------------------------------------------------------------------------------------------ facilitator and host guard
+
+const FACILITATOR = [
+  '--set',
+  'config.chainRpcUrl=https://rpc.example',
+  '--set',
+  `config.payToAddress=${PAY_TO}`,
+  '--set',
+  'config.x402Facilitator.url=https://facilitator.example/x402',
+]
+
+/** A container's literal environment, as the service's config parser sees it (the Secret-backed variables are left out: missing keys). */
+function literalEnv(container: any): Record<string, string> {
+  return Object.fromEntries([...envOf(container)].filter(([, e]) => typeof e.value === 'string').map(([name, e]) => [name, e.value as string]))
+}
+
+function migrateEnv(manifests: Manifest[]): Map<string, any> {
+  return envOf(find(manifests, 'Job', `${RELEASE}-migrate`).spec.template.spec.containers[0])
+}
+
+t.test('config.x402Facilitator: the facilitator on the paying roles only; their settler key optional, the headers key theirs', async (t) => {
+  const manifests = await render([...FACILITATOR, '--set', 'config.x402Facilitator.timeoutMs=15000', '--set', 'secrets.existingSecret=agw-secrets'])
+  for (const role of ROLES) {
+    const container = containerOf(manifests, role)
+    const env = envOf(container)
+    const paying = PAYING_ROLES.includes(role)
+    t.equal(env.get('X402_FACILITATOR_URL')?.value, paying ? 'https://facilitator.example/x402' : undefined, `${role}: X402_FACILITATOR_URL ${paying ? 'set' : 'absent'}`)
+    t.equal(env.get('X402_FACILITATOR_TIMEOUT_MS')?.value, paying ? '15000' : undefined, `${role}: X402_FACILITATOR_TIMEOUT_MS`)
+    t.same(
+      env.get('X402_FACILITATOR_HEADERS')?.valueFrom,
+      paying ? { secretKeyRef: { name: 'agw-secrets', key: 'X402_FACILITATOR_HEADERS', optional: true } } : undefined,
+      `${role}: the headers (the facilitator's API key) ${paying ? 'from the Secret, optional' : 'never requested'}`,
+    )
+    if (!paying) {
+      t.same(
+        [...env.keys()].filter((name) => name.startsWith('X402_') || name === 'SETTLER_PRIVATE_KEY' || name === 'CHAIN_RPC_URL'),
+        [],
+        `${role}: no payment settings at all`,
+      )
+      continue
+    }
+    // The facilitator settles: the settler key only pays refunds, so a pod starts without it.
+    t.equal(env.get('SETTLER_PRIVATE_KEY')?.valueFrom?.secretKeyRef?.optional, true, `${role}: SETTLER_PRIVATE_KEY optional`)
+    const config = loadConfig({ ...literalEnv(container), MEDIA_INTERNAL_TOKEN: 'x'.repeat(48) }, tmpdir())
+    t.equal(config.x402FacilitatorUrl, 'https://facilitator.example/x402', `${role}: the service reads the facilitator`)
+    t.equal(config.x402FacilitatorTimeoutMs, 15000)
+    t.equal(config.settlerPrivateKey, undefined, `${role}: and starts without a settler key`)
+  }
+  t.notOk(
+    [...migrateEnv(manifests).keys()].some((name) => name.startsWith('X402_')),
+    'the migrate Job takes no payments',
+  )
+
+  // Without a Secret at all (a facilitator needing no key, refunds waiting) the schema accepts it.
+  const bare = await render(FACILITATOR)
+  t.equal(envOf(containerOf(bare, 'gateway')).get('X402_FACILITATOR_TIMEOUT_MS')?.value, '30000', 'the default timeout')
+  t.notOk(envOf(containerOf(bare, 'gateway')).has('SETTLER_PRIVATE_KEY'), 'no Secret, no settler key')
+  const lint = await helm(['lint', '--strict', CHART, ...FACILITATOR])
+  t.equal(lint.code, 0, `chainRpcUrl + facilitator + payToAddress, no SETTLER_PRIVATE_KEY: ${lint.stdout}${lint.stderr}`)
+
+  // secrets.required still makes either key mandatory.
+  const required = await render([...FACILITATOR, '--set', 'secrets.existingSecret=agw-secrets', '--set', 'secrets.required={SETTLER_PRIVATE_KEY,X402_FACILITATOR_HEADERS}'])
+  const gateway = envOf(containerOf(required, 'gateway'))
+  t.equal(gateway.get('SETTLER_PRIVATE_KEY')?.valueFrom?.secretKeyRef?.optional, false)
+  t.equal(gateway.get('X402_FACILITATOR_HEADERS')?.valueFrom?.secretKeyRef?.optional, false)
+})
+
+t.test('no facilitator: no X402_* anywhere, and a real chain makes the settler key mandatory', async (t) => {
+  for (const role of ROLES) {
+    t.same(
+      [...envOf(containerOf(defaults, role)).keys()].filter((name) => name.startsWith('X402_')),
+      [],
+      `${role}: defaults`,
+    )
+  }
+  const chain = await render(['--set', 'config.chainRpcUrl=https://rpc.example', '--set', `config.payToAddress=${PAY_TO}`, '--set', 'secrets.existingSecret=agw-secrets'])
+  for (const role of PAYING_ROLES) {
+    const env = envOf(containerOf(chain, role))
+    t.equal(env.get('SETTLER_PRIVATE_KEY')?.valueFrom?.secretKeyRef?.optional, false, `${role}: SETTLER_PRIVATE_KEY required (config.ts refuses to start without it)`)
+    t.notOk(env.has('X402_FACILITATOR_HEADERS'), `${role}: no facilitator, no headers key requested`)
+  }
+})
+
+t.test('config.allowedHosts: ALLOWED_HOSTS on every role, comma-joined, plus its own Service name', async (t) => {
+  const set = ['--set', 'config.allowedHosts={gw.internal.example.com,*.example.net}', '--set', 'ingress.enabled=true', '--set', 'ingress.hosts.gateway=agents.example.com']
+  const manifests = await render(set)
+  const configs: Record<string, ReturnType<typeof loadConfig>> = {}
+  for (const role of ROLES) {
+    const container = containerOf(manifests, role)
+    const service = `${RELEASE}-${ROLE_SERVICES[role]}.${NAMESPACE}.svc`
+    t.equal(envOf(container).get('ALLOWED_HOSTS')?.value, `gw.internal.example.com,*.example.net,${service}`, `${role}: the list, then ${service}`)
+    const config = loadConfig({ ...literalEnv(container), MEDIA_INTERNAL_TOKEN: 'x'.repeat(48) }, tmpdir())
+    t.same(config.allowedHosts, ['gw.internal.example.com', '*.example.net', service], `${role}: the service parses it`)
+    configs[role] = config
+  }
+  t.notOk(migrateEnv(manifests).has('ALLOWED_HOSTS'), 'the migrate Job listens on nothing')
+
+  // The guard, as runtime.ts builds it: the media pods answer the gateway's MEDIA_URL (their
+  // PUBLIC_MEDIA_URL is the gateway's ingress host), and every role its ingress host and the list.
+  const mediaUrl = envOf(containerOf(manifests, 'gateway')).get('MEDIA_URL')?.value as string
+  for (const role of ROLES) {
+    const c = configs[role] as ReturnType<typeof loadConfig>
+    const policy = createHostPolicy({
+      bindHost: c.host,
+      urls: [c.publicBaseUrl, c.publicSchedulerUrl, c.publicMemoryUrl, c.publicMediaUrl, c.schedulerInternalUrl, c.mediaUrl],
+      allowedHosts: c.allowedHosts,
+    })
+    if (policy === undefined) {
+      t.fail(`${role}: the guard is on`)
+      continue
+    }
+    t.equal(policy.check('agents.example.com', undefined, 'GET'), undefined, `${role}: the ingress host`)
+    t.equal(policy.check('gw.internal.example.com', undefined, 'GET'), undefined, `${role}: a listed host`)
+    t.equal(policy.check('a.example.net', undefined, 'GET'), undefined, `${role}: a listed suffix`)
+    t.equal(policy.check('10.244.1.7:4020', undefined, 'GET'), undefined, `${role}: probes and Prometheus by pod IP`)
+    t.equal(policy.check('rebind.attacker.example', undefined, 'GET')?.code, 'host_not_allowed', `${role}: any other host is refused`)
+    if (role === 'media') t.equal(policy.check(new URL(mediaUrl).host, undefined, 'POST'), undefined, 'media: the gateway calling MEDIA_URL')
+  }
+
+  // Defaults: unset, the guard off; "*" alone is passed through as is (the guard off).
+  for (const role of ROLES) t.notOk(envOf(containerOf(defaults, role)).has('ALLOWED_HOSTS'), `${role}: unset by default`)
+  const wildcard = await render(['--set', 'config.allowedHosts={*}'])
+  for (const role of ROLES) t.equal(envOf(containerOf(wildcard, role)).get('ALLOWED_HOSTS')?.value, '*', `${role}: *`)
+  const lint = await helm(['lint', '--strict', CHART, ...set])
+  t.equal(lint.code, 0, `helm lint --strict: ${lint.stdout}${lint.stderr}`)
+})
+
+t.test('everything enabled: the facilitator and ALLOWED_HOSTS on the roles that read them', async (t) => {
+  for (const role of ROLES) {
+    const env = envOf(containerOf(allEnabled, role))
+    const paying = PAYING_ROLES.includes(role)
+    t.equal(env.get('X402_FACILITATOR_URL')?.value, paying ? 'https://facilitator.example.com/x402' : undefined, `${role}: X402_FACILITATOR_URL`)
+    t.equal(env.get('X402_FACILITATOR_TIMEOUT_MS')?.value, paying ? '15000' : undefined, `${role}: X402_FACILITATOR_TIMEOUT_MS`)
+    t.equal(env.get('ALLOWED_HOSTS')?.value, `agents.internal.example.com,*.svc.cluster.local,${RELEASE}-${ROLE_SERVICES[role]}.${NAMESPACE}.svc`, `${role}: ALLOWED_HOSTS`)
+  }
 })
 
 // ------------------------------------------------------------------------------------------ media
@@ -1307,6 +1473,8 @@ t.test('NOTES.txt names the URLs, the qualified kubectl commands and the evaluat
   t.match(everything, /the Secret\s+"agent-gateway-memory-keys", key ring\.json\. It must exist/)
   t.notMatch(everything, /generated by the chart/)
   t.match(everything, `reviews    https://{site}.reviews.example.com (review sites, one origin per review: Service ${RELEASE}-reviews, port 4025)`)
+  t.match(everything, /x402 payments are verified and settled by the facilitator https:\/\/facilitator\.example\.com\/x402 \(CHAIN_RPC_URL is read only\)/)
+  t.notMatch(plain, /facilitator/)
   t.notMatch(everything, /PUBLIC_REVIEWS_URL is not set/)
 })
 

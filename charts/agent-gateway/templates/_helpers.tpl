@@ -209,16 +209,18 @@ key: {{ .Values.externalRedis.key }}
 
 {{/*
 Which variables of secrets.existingSecret each role reads (least privilege). The S3 keys go to the
-roles that keep blobs (the gateway: review sites), and only with blobStore.type s3; media takes no
-payments, so it reads no chain or mail secret. MEDIA_INTERNAL_TOKEN and REVIEWS_SECRET_KEY have
+roles that keep blobs (the gateway: review sites), and only with blobStore.type s3; the facilitator's
+X402_FACILITATOR_HEADERS only with config.x402Facilitator.url. Media takes no payments, so it reads
+no chain, facilitator or mail secret. MEDIA_INTERNAL_TOKEN and REVIEWS_SECRET_KEY have
 Secrets of their own (agent-gateway.mediaTokenSecret, reviews.secretKey).
 */}}
 {{- define "agent-gateway.secretEnvByRole" -}}
 {{- $s3 := ternary (list "S3_ACCESS_KEY_ID" "S3_SECRET_ACCESS_KEY") (list) (eq .Values.blobStore.type "s3") -}}
-gateway: {{ concat (list "SETTLER_PRIVATE_KEY" "MPP_SECRET_KEY" "SMTP_URL") $s3 | toJson }}
-scheduler-api: {{ concat (list "SETTLER_PRIVATE_KEY" "MPP_SECRET_KEY" "SCHEDULER_SECRET_KEY" "LLM_API_KEY" "SMTP_URL" "MARKETPLACE_PAYER_PRIVATE_KEY") $s3 | toJson }}
-controller: {{ concat (list "SETTLER_PRIVATE_KEY" "MPP_SECRET_KEY" "SCHEDULER_SECRET_KEY" "SMTP_URL") $s3 | toJson }}
-memory: [SETTLER_PRIVATE_KEY, MPP_SECRET_KEY, SMTP_URL]
+{{- $fac := ternary (list "X402_FACILITATOR_HEADERS") (list) (not (empty .Values.config.x402Facilitator.url)) -}}
+gateway: {{ concat (list "SETTLER_PRIVATE_KEY" "MPP_SECRET_KEY" "SMTP_URL") $fac $s3 | toJson }}
+scheduler-api: {{ concat (list "SETTLER_PRIVATE_KEY" "MPP_SECRET_KEY" "SCHEDULER_SECRET_KEY" "LLM_API_KEY" "SMTP_URL" "MARKETPLACE_PAYER_PRIVATE_KEY") $fac $s3 | toJson }}
+controller: {{ concat (list "SETTLER_PRIVATE_KEY" "MPP_SECRET_KEY" "SCHEDULER_SECRET_KEY" "SMTP_URL") $fac $s3 | toJson }}
+memory: {{ concat (list "SETTLER_PRIVATE_KEY" "MPP_SECRET_KEY" "SMTP_URL") $fac | toJson }}
 media: {{ concat (list "SONG_UPSTREAM_API_KEY" "SPEECH_UPSTREAM_API_KEY") $s3 | toJson }}
 migrate: []
 {{- end -}}
@@ -258,6 +260,16 @@ The variables are the ones src/platform/config.ts reads (README "Configuration")
 {{- $role := .role -}}
 - name: HOST
   value: "0.0.0.0"
+{{- if and $v.config.allowedHosts (ne $role "migrate") }}
+{{- /* The role's own Service name too: in-cluster callers (the gateway calling media) send it as Host. "*" is the guard off. */}}
+{{- $hosts := $v.config.allowedHosts }}
+{{- if not (has "*" $hosts) }}
+{{- $service := (index (include "agent-gateway.roles" $ctx | fromYaml) $role).service }}
+{{- $hosts = append $hosts (printf "%s-%s.%s.svc" (include "agent-gateway.fullname" $ctx) $service $ctx.Release.Namespace) | uniq }}
+{{- end }}
+- name: ALLOWED_HOSTS
+  value: {{ join "," $hosts | quote }}
+{{- end }}
 - name: DATA_DIR
   value: /var/lib/agent-gateway
 - name: LOG_LEVEL
@@ -281,7 +293,7 @@ The variables are the ones src/platform/config.ts reads (README "Configuration")
   value: {{ . | quote }}
 {{- end }}
 {{- if has $role (list "gateway" "scheduler-api" "controller" "memory") }}
-{{- /* Only the roles that take payments get the chain: config.ts requires SETTLER_PRIVATE_KEY with CHAIN_RPC_URL. */}}
+{{- /* Only the roles that take payments get the chain and the facilitator: each decides the settlements of the work it sells. */}}
 {{- with $v.config.payToAddress }}
 - name: PAY_TO_ADDRESS
   value: {{ . | quote }}
@@ -293,6 +305,12 @@ The variables are the ones src/platform/config.ts reads (README "Configuration")
 {{- with $v.config.chainConfirmations }}
 - name: CHAIN_CONFIRMATIONS
   value: {{ . | int64 | quote }}
+{{- end }}
+{{- with $v.config.x402Facilitator.url }}
+- name: X402_FACILITATOR_URL
+  value: {{ . | quote }}
+- name: X402_FACILITATOR_TIMEOUT_MS
+  value: {{ $v.config.x402Facilitator.timeoutMs | int64 | quote }}
 {{- end }}
 {{- with $v.config.tempoRpcUrl }}
 - name: TEMPO_RPC_URL
@@ -474,8 +492,8 @@ The variables are the ones src/platform/config.ts reads (README "Configuration")
     secretKeyRef:
       name: {{ $v.secrets.existingSecret }}
       key: {{ . }}
-      {{- /* The settler key is mandatory with a real chain (config.ts refuses to start without it). */}}
-      optional: {{ not (or (has . $v.secrets.required) (and (eq . "SETTLER_PRIVATE_KEY") $v.config.chainRpcUrl)) }}
+      {{- /* The settler key is mandatory with a real chain and no facilitator (config.ts refuses to start without it). */}}
+      optional: {{ not (or (has . $v.secrets.required) (and (eq . "SETTLER_PRIVATE_KEY") $v.config.chainRpcUrl (not $v.config.x402Facilitator.url))) }}
 {{- end }}
 {{- end }}
 {{- with $v.config.extraEnv }}
