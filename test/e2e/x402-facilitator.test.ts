@@ -1,11 +1,14 @@
 // Facilitator mode end to end: the real CLI with X402_FACILITATOR_URL (and its API key in
 // X402_FACILITATOR_HEADERS), CHAIN_RPC_URL = a local anvil it only reads (no SETTLER_PRIVATE_KEY),
 // the official x402 facilitator served over HTTP on that anvil, and real buyers: @x402/fetch v2 and
-// the legacy x402-fetch 1.x. Plans and paid tasks each settle exactly once on-chain, through the
-// facilitator. A facilitator that settles and then never answers, and one that answers 5xx without
+// the legacy x402-fetch 1.x, and the official MCP client paying a tool call in _meta. Plans and
+// paid tasks each settle exactly once on-chain, through the facilitator. A facilitator that settles and then never answers, and one that answers 5xx without
 // settling, leave every buyer whole: charged once, the work kept.
 import t from 'tap'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { x402Client } from '@x402/core/client'
+import type { PaymentRequired } from '@x402/core/types'
 import { decodePaymentResponseHeader } from '@x402/core/http'
 import { ExactEvmScheme } from '@x402/evm/exact/client'
 import { wrapFetchWithPayment } from '@x402/fetch'
@@ -113,6 +116,32 @@ for (const version of ['v2', 'v1'] as const) {
     t.equal((await marketplaceTask(token, `fac-${version}-market-${account.address}`)).status, 201, 'the plan covers the scheduler')
   })
 }
+
+t.test('MCP: a plan bought with a tool call, paid in _meta, settled once through the facilitator', async (t) => {
+  const account = await buyer(PLAN_PRICE)
+  const token = await register()
+  const client = new Client({ name: 'facilitator-e2e', version: '1.0.0' })
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${cli.gateway}/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }))
+  t.teardown(() => client.close())
+  const call = (meta?: Record<string, unknown>) => client.callTool({ name: 'purchasePlan', arguments: { planId: PLAN }, ...(meta ? { _meta: meta } : {}) })
+  const unpaid = await call()
+  t.equal(unpaid.isError, true, 'the unpaid call is answered with the payment requirements')
+  const payment = await new x402Client()
+    .register('eip155:8453', new ExactEvmScheme(account))
+    .setSpendControls(false)
+    .createPaymentPayload(unpaid.structuredContent as PaymentRequired)
+  const paid = await call({ 'x402/payment': payment })
+  t.notOk(paid.isError, JSON.stringify(paid.structuredContent))
+  t.match(paid.structuredContent, { planId: PLAN, status: 'active' })
+  const settles = settlesOf(account)
+  t.same(
+    settles.map((c) => [c.outcome, c.success]),
+    [['answered', true]],
+    'one /settle call',
+  )
+  t.equal((paid._meta?.['x402/payment-response'] as { transaction?: string } | undefined)?.transaction, settles[0]?.transaction, "the result names the facilitator's transaction")
+  t.same(await payments(account.address), [PLAN_PRICE], 'on-chain: charged once')
+})
 
 t.test('a facilitator that settles and never answers, and one that answers 5xx without settling: every buyer whole', async (t) => {
   const lost = await buyer(PLAN_PRICE)
