@@ -23,6 +23,7 @@ import { startPoolDoctor } from './dev-pool-doctor.ts'
 import { createDevStatePersister, type DevStatePersister } from './dev-state.ts'
 import type { Address, Hex } from 'viem'
 import artifact from './contracts/TestUSDC.json' with { type: 'json' }
+import { waitForReceipt } from './receipt.ts'
 import { createRpcChain } from './rpc.ts'
 import type { ChainLogger, DevChain } from './types.ts'
 import { BASE_CHAIN_ID, BASE_USDC, testUsdcFaucetAbi } from './usdc-abi.ts'
@@ -185,7 +186,7 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
         const run = mintQueue.then(async () => {
           const data = encodeFunctionData({ abi: testUsdcFaucetAbi, functionName: 'mint', args: [to, amount] })
           const hash = await rpc<Hex>('eth_sendTransaction', [{ from: FAUCET_SENDER, to: BASE_USDC, data }])
-          const receipt = await publicClient.waitForTransactionReceipt({ hash, timeout: 30_000 })
+          const receipt = await waitForReceipt(publicClient, hash, { timeoutMs: 30_000, directEveryMs: 100 })
           if (receipt.status !== 'success') throw new Error(`mint reverted (${hash})`)
           // The faucet answers once the money is on disk: a crash after it cannot take it back.
           await persister?.through(receipt.blockNumber)

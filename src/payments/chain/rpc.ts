@@ -32,6 +32,7 @@ import {
 import type { Address, Chain, Hex, TransactionReceipt } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import type { AuthorizationFate, ChainLogger, ChainPort, ExpectedTransfer, Inclusion, SettlementResult, SignedTransaction, TransferAuthorization } from './types.ts'
+import { waitForReceipt } from './receipt.ts'
 import { BASE_CHAIN_ID, BASE_USDC, usdcAbi } from './usdc-abi.ts'
 
 export interface RpcChainOptions {
@@ -246,7 +247,7 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
   async function awaitOutcome(hash: Hex, expected: { from: Address; to: Address; value: bigint }, timeoutMs: number): Promise<SettlementResult> {
     let receipt: TransactionReceipt
     try {
-      receipt = await publicClient.waitForTransactionReceipt({ hash, timeout: timeoutMs, pollingInterval })
+      receipt = await waitForReceipt(publicClient, hash, { timeoutMs, pollingIntervalMs: pollingInterval })
     } catch (err) {
       if (!(err instanceof WaitForTransactionReceiptTimeoutError)) {
         log?.warn({ txHash: hash, err: errorReason(err) }, 'chain: receipt lookup failed')
