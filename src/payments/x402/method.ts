@@ -64,9 +64,10 @@ export function x402Method(options: X402MethodOptions): PaymentMethod {
         },
         // Once per payment, however often it is called: a second call returns the first outcome.
         settle() {
+          if (settled) return settled
           const sent: Promise<SettlementResult> =
             facilitator && viaFacilitator ? facilitator.settle(viaFacilitator) : options.chain.settleAuthorization(auth, proof.signature, { timeoutMs: options.settleTimeoutMs })
-          settled ??= sent.then(async (result): Promise<SettlementOutcome> => {
+          settled = sent.then(async (result): Promise<SettlementOutcome> => {
             if (result.status === 'confirmed') {
               // v2 receipts carry the signed offer-receipt receipt; v1 clients get the v1 shape as before.
               const receipt =
