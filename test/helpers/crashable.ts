@@ -1,13 +1,15 @@
 // A process that can be killed at any step, in-process. To the rest of the world a process is its
-// connections: what it wrote to the database and sent to the chain before it died is there, and
-// nothing after. So a "process" here is a set of components built over a ProcessLife that wraps
-// the shared database and chain port: every statement, transaction and chain call is one step;
+// connections: what it wrote to the database and sent to the chain (or an x402 facilitator) before
+// it died is there, and nothing after. So a "process" here is a set of components built over a
+// ProcessLife that wraps the shared database, chain port and facilitator: every statement,
+// transaction, chain call and facilitator call is one step;
 // `kill` (armed at a step, before or after it runs) makes that step and every later one throw.
 // An open transaction then rolls back, exactly as a killed connection's would, and the zombie's
 // catch blocks and timers can reach nothing. A fresh ProcessLife over the same database and chain
 // is the restarted process.
 import type { Db, Queryable } from '../../src/platform/db/index.ts'
 import type { ChainPort } from '../../src/payments/chain/types.ts'
+import type { X402Facilitator } from '../../src/payments/x402/facilitator.ts'
 
 export class Killed extends Error {
   constructor(step: string) {
@@ -105,5 +107,30 @@ export function crashableChain(chain: ChainPort, life: ProcessLife): ChainPort {
     resend: (tx, expected, options) => life.step('chain: resend', () => chain.resend(tx, expected, options)),
     balanceOf: (address) => life.step('chain: balanceOf', () => chain.balanceOf(address)),
     close: () => chain.close(),
+  }
+}
+
+/**
+ * Every /verify and /settle is a step: killed before, the request is never sent; killed after, the
+ * facilitator answered (a settle: it settled) and the process never heard it. A refusal is an
+ * answer too, so it is carried out of the step as a value (a throwing step could not be killed after).
+ */
+export function crashableFacilitator(facilitator: X402Facilitator, life: ProcessLife): X402Facilitator {
+  const call = async <T>(label: string, fn: () => Promise<T>): Promise<T> => {
+    const answer = await life.step(label, () =>
+      fn().then(
+        (value) => ({ value }),
+        (error: unknown) => ({ error }),
+      ),
+    )
+    if ('error' in answer) throw answer.error
+    return answer.value
+  }
+  return {
+    url: facilitator.url,
+    verify: (request) => call('facilitator: /verify', () => facilitator.verify(request)),
+    settle: (request) => call('facilitator: /settle', () => facilitator.settle(request)),
+    // Asked once in the background at start, outside any paid request.
+    missingKinds: () => facilitator.missingKinds(),
   }
 }

@@ -1,7 +1,8 @@
 // One process of the paid service, in-process: the real gateway and scheduler apps over a shared
 // database and chain, each process with its own chain adapter (its own nonce tracking), payments
 // module and scheduler service, wrapped in a ProcessLife (crashable.ts) so it can be killed at any
-// step. Also the real x402 client's signing and the calls the money tests make.
+// step; in facilitator mode, x402 is verified and settled through an x402 facilitator over HTTP,
+// each call a step too. Also the real x402 client's signing and the calls the money tests make.
 import { randomBytes } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import { x402Client, x402HTTPClient } from '@x402/core/client'
@@ -21,6 +22,9 @@ import { openPayments, type Payments } from '../../src/payments/index.ts'
 import { stuckSettlements } from '../../src/payments/outcomes.ts'
 import type { StartedDevChain } from '../../src/payments/chain/dev.ts'
 import { createRpcChain } from '../../src/payments/chain/rpc.ts'
+import type { ChainPort } from '../../src/payments/chain/types.ts'
+import { createFacilitator } from '../../src/payments/x402/facilitator.ts'
+import { readOnlyChain } from '../../src/payments/x402/read-only-chain.ts'
 import { BASE_CHAIN_ID, BASE_USDC } from '../../src/payments/chain/usdc-abi.ts'
 import { buildGatewayApp } from '../../src/gateway/app.ts'
 import { buildSchedulerApp } from '../../src/scheduler/app.ts'
@@ -30,7 +34,7 @@ import { createSchedulerSecrets } from '../../src/scheduler/secrets.ts'
 import { DEFAULT_RATES } from '../../src/scheduler/domain/rates.ts'
 import { IMPLEMENTED_OPERATIONS } from '../../src/runtime.ts'
 import { PostgresResourceStore } from '../../controllers/local/postgres-store.ts'
-import { crashableChain, crashableDb, ProcessLife } from './crashable.ts'
+import { crashableChain, crashableDb, crashableFacilitator, ProcessLife } from './crashable.ts'
 import type { RunResource, TaskResource } from '../../src/scheduler/contract/index.ts'
 import { mediaDown } from './media.ts'
 
@@ -51,36 +55,79 @@ export interface Proc {
   scheduler: FastifyInstance
   kv: KeyValue
   metrics: Metrics
+  /** Authorizations this process tried to broadcast itself in facilitator mode (`from:nonce`; refused): none, ever. */
+  ownBroadcasts: string[]
+}
+
+export interface ProcessOptions {
+  /**
+   * Facilitator mode (X402_FACILITATOR_URL with SETTLER_PRIVATE_KEY as the refund wallet): x402 is
+   * verified and settled by the facilitator at this URL, each /verify and /settle a kill step; the
+   * chain port settles nothing (readOnlyChain) and keeps the settler's wallet for refunds only.
+   */
+  facilitatorUrl?: string | undefined
 }
 
 /**
  * What every killable process starts with: its life (the kill switch), the shared database and a
  * chain adapter of its own (its own nonce tracking) behind that switch, and payments over them.
  */
-export async function crashablePayments(db: Db, dev: StartedDevChain, settlerKey: Hex, payTo: Address, clock: Clock) {
+export async function crashablePayments(db: Db, dev: StartedDevChain, settlerKey: Hex, payTo: Address, clock: Clock, options: ProcessOptions = {}) {
   const life = new ProcessLife()
   const pdb = crashableDb(db, life)
   const rpc = createRpcChain({ rpcUrl: dev.rpcUrl, privateKey: settlerKey, chainId: BASE_CHAIN_ID, usdc: BASE_USDC, pollingIntervalMs: 20, confirmationTimeoutMs: 10_000 })
-  const chain = crashableChain(
-    {
-      ...rpc,
-      // The world's time is `clock`: a test that moves it past validBefore moves the chain's with it
-      // (anvil's own clock cannot be wound back for the scenarios that follow).
-      async authorizationFate(from, nonce, validBefore) {
-        const fate = await rpc.authorizationFate(from, nonce, validBefore)
-        return fate === 'open' && BigInt(Math.floor(clock.nowMs() / 1000)) >= validBefore ? 'dead' : fate
-      },
+  const world: ChainPort = {
+    ...rpc,
+    // The world's time is `clock`: a test that moves it past validBefore moves the chain's with it
+    // (anvil's own clock cannot be wound back for the scenarios that follow).
+    async authorizationFate(from, nonce, validBefore) {
+      const fate = await rpc.authorizationFate(from, nonce, validBefore)
+      return fate === 'open' && BigInt(Math.floor(clock.nowMs() / 1000)) >= validBefore ? 'dead' : fate
     },
-    life,
-  )
+  }
+  const ownBroadcasts: string[] = []
+  const readOnly = readOnlyChain(world)
+  const port: ChainPort =
+    options.facilitatorUrl === undefined
+      ? world
+      : {
+          ...readOnly,
+          // The refund wallet: openPayments with SETTLER_PRIVATE_KEY keeps its writes for refunds.
+          serviceAddress: world.serviceAddress,
+          transfer: (to, amount, transferOptions) => world.transfer(to, amount, transferOptions),
+          resend: (tx, expected, resendOptions) => world.resend(tx, expected, resendOptions),
+          settleAuthorization: async (auth, signature, settleOptions) => {
+            ownBroadcasts.push(`${auth.from}:${auth.nonce}`)
+            return readOnly.settleAuthorization(auth, signature, settleOptions)
+          },
+        }
+  const chain = crashableChain(port, life)
   const kv = await openKeyValue({ kind: 'memory' })
-  const payments = await openPayments({ db: pdb, kv, logger, clock, registry, dataDir: '', payTo, gatewayUrl: GATEWAY_URL, chain, reconcileEveryMs: 0 })
-  return { life, pdb, chain, kv, payments }
+  const payments = await openPayments({
+    db: pdb,
+    kv,
+    logger,
+    clock,
+    registry,
+    dataDir: '',
+    payTo,
+    gatewayUrl: GATEWAY_URL,
+    chain,
+    reconcileEveryMs: 0,
+    ...(options.facilitatorUrl === undefined
+      ? {}
+      : {
+          // As src/runtime.ts in facilitator mode with a refund wallet: the settler key is kept.
+          settlerPrivateKey: settlerKey,
+          facilitator: crashableFacilitator(createFacilitator({ url: options.facilitatorUrl, timeoutMs: 10_000 }), life),
+        }),
+  })
+  return { life, pdb, chain, kv, payments, ownBroadcasts }
 }
 
 /** One process of the service over the shared database and chain (its own chain adapter: its own nonce tracking). */
-export async function boot(db: Db, dev: StartedDevChain, settlerKey: Hex, payTo: Address, clock: Clock = systemClock): Promise<Proc> {
-  const { life, pdb, chain, kv, payments } = await crashablePayments(db, dev, settlerKey, payTo, clock)
+export async function boot(db: Db, dev: StartedDevChain, settlerKey: Hex, payTo: Address, clock: Clock = systemClock, options: ProcessOptions = {}): Promise<Proc> {
+  const { life, pdb, chain, kv, payments, ownBroadcasts } = await crashablePayments(db, dev, settlerKey, payTo, clock, options)
   const mailer = createMailer({ from: 'crash@localhost' })
   const service = createSchedulerService({
     db: pdb,
@@ -113,7 +160,7 @@ export async function boot(db: Db, dev: StartedDevChain, settlerKey: Hex, payTo:
     service,
   })
   await Promise.all([gateway.ready(), scheduler.ready()])
-  return { life, payments, service, gateway, scheduler, kv, metrics }
+  return { life, payments, service, gateway, scheduler, kv, metrics, ownBroadcasts }
 }
 
 export async function shutdown(proc: Proc): Promise<void> {
