@@ -79,6 +79,29 @@ async function suite(t: Test, db: Db): Promise<void> {
     claimed(t, await ids.claim(input('pay_released_00000001', 'f2')))
   })
 
+  await t.test('a failed attempt whose payment is still being decided keeps the id until it is known', async (t) => {
+    // A request answered 503 after its payment began settling (the database lost mid-request):
+    // the reconciler may still land that payment, so a retry must not buy again.
+    await db.query(
+      `insert into payment_reservations (replay_key, protocol, payer, amount_micros, operation_id, state) values ('x402:failed-while-settling', 'x402', $1, 1, 'purchasePlan', 'settling')`,
+      [PAYER],
+    )
+    const claim = claimed(t, await ids.claim(input('pay_failed_settling01')))
+    t.equal(await claim.link('x402:failed-while-settling'), true)
+    await claim.release()
+    t.same(await ids.claim(input('pay_failed_settling01')), { kind: 'in_progress', deciding: true }, 'the retry waits for the reconciler')
+    await db.query(`update payment_reservations set state = 'settled' where replay_key = 'x402:failed-while-settling'`)
+    t.same(await ids.claim(input('pay_failed_settling01')), { kind: 'replay', response: { status: 0, headers: {}, body: null } }, 'landed: bought, not bought again')
+    await db.query(
+      `insert into payment_reservations (replay_key, protocol, payer, amount_micros, operation_id, state) values ('x402:failed-then-released', 'x402', $1, 1, 'purchasePlan', 'released')`,
+      [PAYER],
+    )
+    const again = claimed(t, await ids.claim(input('pay_failed_released01')))
+    t.equal(await again.link('x402:failed-then-released'), true)
+    await again.release()
+    claimed(t, await ids.claim(input('pay_failed_released01')))
+  })
+
   await t.test('a running claim renews its lease: no takeover while its request lives', async (t) => {
     const live = claimed(t, await ids.claim(input('pay_renewed_000000001')))
     await new Promise((resolve) => setTimeout(resolve, 700))

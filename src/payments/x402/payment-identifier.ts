@@ -114,6 +114,7 @@ export interface HeldIdentifier {
   prepare(response: StoredResponse): Promise<void>
   /** Keeps the answer; `replayKey`: the payment's spend key (a payment that fails later frees the id). */
   complete(response: StoredResponse, replayKey?: string | null): Promise<void>
+  /** The request is over without a delivered paid answer: the id is free once its payment is known not to go through. */
   release(): Promise<void>
 }
 
@@ -330,7 +331,12 @@ export function createPaymentIdentifiers(options: PaymentIdentifierOptions): Pay
         if (done) return
         done = true
         clearInterval(renew)
-        await db.query(`delete from payment_identifiers where payment_id = $1 and claim_token = $2`, [id, token])
+        // Unlinked, nothing was paid: the id is free. Linked, the request failed (a dependency
+        // down mid-request) with its payment perhaps already settling, which the reconciler may
+        // still land: the claim lapses instead, and a retry takes it over as from a dead request
+        // (a payment that never left frees the id, one being decided waits, a paid one replays).
+        await db.query(`delete from payment_identifiers where payment_id = $1 and claim_token = $2 and replay_key is null`, [id, token])
+        await db.query(`update payment_identifiers set lease_until = now() where payment_id = $1 and claim_token = $2`, [id, token])
       },
     }
   }
