@@ -186,7 +186,15 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
         const run = mintQueue.then(async () => {
           const data = encodeFunctionData({ abi: testUsdcFaucetAbi, functionName: 'mint', args: [to, amount] })
           const hash = await rpc<Hex>('eth_sendTransaction', [{ from: FAUCET_SENDER, to: BASE_USDC, data }])
-          const receipt = await waitForReceipt(publicClient, hash, { timeoutMs: 30_000, directEveryMs: 100 })
+          const receipt = await waitForReceipt(publicClient, hash, { timeoutMs: 30_000, directEveryMs: 100 }).catch(async (error: unknown) => {
+            // What the node holds of it, so that a mint that never lands says why.
+            const seen = await Promise.all([
+              rpc('txpool_status', []).catch(String),
+              rpc('eth_getTransactionByHash', [hash]).catch(String),
+              rpc('eth_blockNumber', []).catch(String),
+            ])
+            throw new Error(`mint ${hash} not mined: ${(error as Error).message}; pool, transaction, head: ${JSON.stringify(seen).slice(0, 1500)}`)
+          })
           if (receipt.status !== 'success') throw new Error(`mint reverted (${hash})`)
           // The faucet answers once the money is on disk: a crash after it cannot take it back.
           await persister?.through(receipt.blockNumber)
