@@ -104,6 +104,9 @@ export const PROBLEM_TYPE_BASE = 'https://agent-gateway.dev/problems/'
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8'
 
 /** The one error type every layer throws; the HTTP layer turns it into problem+json. */
+/** Retry-After (seconds) of a 503 whose thrower named none. */
+export const DEFAULT_RETRY_AFTER_S = 5
+
 export class AppError extends Error {
   readonly code: ErrorCode
   readonly status: number
@@ -130,6 +133,11 @@ export class AppError extends Error {
     this.field = options.field
     this.extensions = options.extensions ?? {}
     this.headers = options.headers ?? {}
+    // Every 503 says when to come back, so clients and load balancers back off instead of retrying
+    // at once; a thrower that knows better (a full disk, a lease) sets its own.
+    if (this.status === 503 && !Object.keys(this.headers).some((name) => name.toLowerCase() === 'retry-after')) {
+      this.headers = { ...this.headers, 'retry-after': String(DEFAULT_RETRY_AFTER_S) }
+    }
   }
 
   toProblem(instance?: string): ProblemBody {

@@ -9,7 +9,11 @@ import { wrapFetchWithPayment } from '@x402/fetch'
 import type { PrivateKeyAccount } from 'viem/accounts'
 import type { Topology } from './topology.ts'
 
-export const MINTED = 1_000_000_000n
+/**
+ * What each buyer is minted: 100,000 USDC, enough for a long run (a task buyer spends about 30 USDC
+ * a minute on plans), so that no valid payment is refused for lack of funds.
+ */
+export const MINTED = 100_000_000_000n
 export const TASK_AMOUNT = 200_000
 export const PLAN = 'scheduler-credit-5'
 export const PLAN_PRICE = 5_000_000n

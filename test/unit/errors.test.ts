@@ -1,6 +1,6 @@
 import t from 'tap'
 import { readFileSync } from 'node:fs'
-import { AppError, errorCatalogue } from '../../src/platform/errors.ts'
+import { AppError, DEFAULT_RETRY_AFTER_S, errorCatalogue } from '../../src/platform/errors.ts'
 import { toAppError } from '../../src/platform/http.ts'
 
 t.test('docs/errors.md lists every code with its status', async (t) => {
@@ -41,4 +41,13 @@ t.test('framework errors map to catalogue codes, unknown ones to a 500 without d
   const internal = toAppError(new Error('db password is hunter2'))
   t.match(internal, { code: 'internal', status: 500 })
   t.notMatch(JSON.stringify(internal.toProblem()), /hunter2/, 'internal details never reach the client')
+})
+
+t.test('every 503 says when to retry: the default Retry-After unless its thrower set one', async (t) => {
+  for (const code of Object.keys(errorCatalogue) as (keyof typeof errorCatalogue)[]) {
+    if (errorCatalogue[code].status !== 503) continue
+    t.equal(new AppError(code).headers['retry-after'], String(DEFAULT_RETRY_AFTER_S), code)
+  }
+  t.equal(new AppError('media_unavailable', 'down', { status: 502 }).headers['retry-after'], undefined, 'a 502 is left alone')
+  t.same(new AppError('unavailable', 'full', { headers: { 'Retry-After': '30' } }).headers, { 'Retry-After': '30' }, "the thrower's own value is kept")
 })
