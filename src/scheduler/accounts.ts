@@ -7,6 +7,7 @@ import type { Clock } from '../platform/clock.ts'
 import { ownerLedgerPage } from './escrow-store.ts'
 import { newBearerSecret, secretHash } from './secrets.ts'
 import { lower, newId } from './task-core.ts'
+import { activeTaskCount } from './task-store.ts'
 import type { TaskReads } from './task-reads.ts'
 
 export function createAccounts(deps: { db: Db; clock: Clock; reads: TaskReads }) {
@@ -65,7 +66,7 @@ export function createAccounts(deps: { db: Db; clock: Clock; reads: TaskReads })
   async function getAccount(account: { id: string; owner: string }) {
     const info = (await db.query<{ created_at: Date; plan: string; status: string }>(`select created_at, plan, status from scheduler_accounts where id = $1`, [account.id]))[0]!
     const usage = await deps.reads.ownerUsage(account.owner)
-    const active = await db.query<{ n: bigint }>(`select count(*)::int8 as n from scheduler_tasks where owner = $1 and status = 'active'`, [account.owner])
+    const active = await activeTaskCount(db, account.owner)
     const now = clock.now()
     const start = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1))
     const end = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1))
@@ -75,7 +76,7 @@ export function createAccounts(deps: { db: Db; clock: Clock; reads: TaskReads })
       status: info.status,
       period: { start: start.toISOString(), end: end.toISOString() },
       credit_balance_micros: usage.totals.balance_micros,
-      tasks_active: Number(active[0]?.n ?? 0n),
+      tasks_active: active,
       runs_lifetime: usage.totals.runs,
       keys: await keysOf(account.id),
     }

@@ -12,6 +12,7 @@ import type { Micros } from '../platform/money.ts'
 import type { AfterDecision, OutcomeHandler } from '../payments/outcomes.ts'
 import { addProvisionalCharge, appendCharge, confirmCharge, decideProvisionalCharge, lockProvisionalCharge, reverseSettledCharge } from './escrow-store.ts'
 import type { TaskCore } from './task-core.ts'
+import { releaseIdempotencyKey } from './task-store.ts'
 
 /** The outcome handler name of direct-rail escrow payments (payment_reservations.effect). */
 export const SCHEDULER_CHARGE_EFFECT = 'scheduler.charge'
@@ -65,7 +66,7 @@ export function createChargeOutcomes(deps: { clock: Clock; core: TaskCore }): Ou
       if (charge.funding_key !== null) await tx.query(`delete from scheduler_fundings where task_id = $1 and idempotency_key = $2`, [charge.task_id, charge.funding_key])
       if (charge.kind === 'create') {
         // A retry with the same Idempotency-Key creates a new task instead of finding this one.
-        await tx.query(`update scheduler_tasks set idempotency_key = idempotency_key || ':payment-failed:' || id where id = $1`, [charge.task_id])
+        await releaseIdempotencyKey(tx, charge.task_id)
       }
       return decided(tx, charge.task_id, { settled: false, create: charge.kind === 'create' })
     },
@@ -78,9 +79,7 @@ export function createChargeOutcomes(deps: { clock: Clock; core: TaskCore }): Ou
       // As for a failed payment: a create that was never paid takes its task with it.
       const charge = await reverseSettledCharge(tx, replayKey, clock.now())
       if (charge === undefined) return
-      if (charge.kind === 'create') {
-        await tx.query(`update scheduler_tasks set idempotency_key = idempotency_key || ':payment-failed:' || id where id = $1`, [charge.task_id])
-      }
+      if (charge.kind === 'create') await releaseIdempotencyKey(tx, charge.task_id)
       return decided(tx, charge.task_id, { settled: false, create: charge.kind === 'create' })
     },
   }

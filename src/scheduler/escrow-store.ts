@@ -1,7 +1,13 @@
-// A task's escrow in the database: the only code that knows how balance, reservations, runs in
-// flight, payments still settling and ledger row kinds are stored. Each function is one operation
-// over any Queryable (a transaction or the pool), so callers compose them in their own
-// transaction. The arithmetic is the pure domain's (domain/escrow.ts); this file reads and appends.
+// A task's escrow in the database: the only code that knows how balance, payments still settling
+// and ledger row kinds are stored, and how the reservations of runs in flight count against them.
+// Each function is one operation over any Queryable (a transaction or the pool), so callers
+// compose them in their own transaction. The arithmetic is the pure domain's (domain/escrow.ts);
+// this file reads and appends.
+//
+// The escrow tables (ledger, charges, refunds) are this file's alone. Statements over the task
+// and run tables are task-store.ts's and run-store.ts's, except the reads here that join them
+// for the escrow's sake: a task's facts (runs in flight and their reservations), a plan holder's
+// reservations, settled costs, an owner's totals and ledger pages.
 //
 // The balance rule, once: balance = SUM(ledger) without the marketplace's audit-only `usage` rows;
 // available = balance - the ceilings held by runs in flight; payments still settling are separate
@@ -9,11 +15,7 @@
 import type { Queryable } from '../platform/db/index.ts'
 import type { Micros } from '../platform/money.ts'
 import { closeEscrow, summarize, type EscrowSummary, type LedgerEntry, type Reservation } from './domain/escrow.ts'
-
-/** Run statuses that hold a reservation (one run per task at most: a unique index). */
-export const IN_FLIGHT_STATUSES = ['claimed', 'running'] as const
-/** `status in (…in flight…)`, for SQL over scheduler_runs. */
-export const IN_FLIGHT_SQL = `status in (${IN_FLIGHT_STATUSES.map((s) => `'${s}'`).join(', ')})`
+import { heldReservations, IN_FLIGHT_SQL } from './run-store.ts'
 /** Ledger kinds that are money (the escrow's own rows); `usage` restates a marketplace run's cost and is left out. */
 const MONEY_KINDS_SQL = `kind <> 'usage'`
 
@@ -66,16 +68,8 @@ export async function escrowOf(q: Queryable, taskId: string): Promise<{ rows: Le
       [taskId],
     )
   ).map((row) => ({ kind: row.kind, amount_micros: row.amount_micros, run_id: row.run_id }))
-  const reservations = (
-    await q.query<{ id: string; reserved_micros: bigint }>(`select id, reserved_micros from scheduler_runs where task_id = $1 and ${IN_FLIGHT_SQL} and reserved_micros > 0`, [
-      taskId,
-    ])
-  ).map((row) => ({ run_id: row.id, amount_micros: row.reserved_micros }))
+  const reservations = (await heldReservations(q, taskId)).map((row) => ({ run_id: row.id, amount_micros: row.reserved_micros }))
   return { rows, reservations, summary: summarize(rows, reservations) }
-}
-
-export async function runInFlight(q: Queryable, taskId: string): Promise<boolean> {
-  return (await q.query(`select 1 from scheduler_runs where task_id = $1 and ${IN_FLIGHT_SQL} limit 1`, [taskId])).length > 0
 }
 
 /** Ceilings held by the runs in flight of a plan holder's marketplace tasks. */

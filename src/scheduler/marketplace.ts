@@ -38,6 +38,7 @@ import type { SchedulerRates } from './domain/rates.ts'
 import { isTerminal } from './domain/states.ts'
 import { ceilingOf, type RunRow, type SerializedHint, type StoredSpec, type TaskRow } from './records.ts'
 import { appendUsage, holderReserved } from './escrow-store.ts'
+import { pauseActiveForFunds, taskStatus } from './task-store.ts'
 
 /** Owners of marketplace tasks are plan holders: `agent:<agentId>`. Direct-rail owners are 0x wallets. */
 export const MARKETPLACE_OWNER_PREFIX = 'agent:'
@@ -248,7 +249,7 @@ export function createSchedulerMarketplace(deps: SchedulerMarketplaceDeps) {
     await appendUsage(tx, task.id, run.id, run.cost_micros, clock.now())
 
     // The next run needs a covering plan too: pause an active task whose holder has none left.
-    const status = (await tx.query<{ status: string }>(`select status from scheduler_tasks where id = $1`, [task.id]))[0]?.status
+    const status = await taskStatus(tx, task.id)
     if (status !== 'active') return {}
     const ceiling = ceilingOf(task.spec, rates)
     if ((await planStandings(tx, clock.now(), agentId, service!.slug, plans, ceiling)).length > 0) return {}
@@ -262,11 +263,7 @@ export function createSchedulerMarketplace(deps: SchedulerMarketplaceDeps) {
       shortfall_micros: gap.toString(),
       action: `${purchaseHint()}, then POST /api/v1/tasks/${task.id}/resume`,
     }
-    await tx.query(`update scheduler_tasks set status = 'paused_insufficient_funds', recovery_hint = $2, updated_at = $3 where id = $1 and status = 'active'`, [
-      task.id,
-      hint,
-      clock.now(),
-    ])
+    await pauseActiveForFunds(tx, task.id, hint, clock.now())
     return { syncSuspend: true }
   }
 

@@ -8,7 +8,7 @@ import type { EscrowSummary } from './domain/escrow.ts'
 import type { CompiledSchedule, LlmProfileName, Rail, Runtime } from './contract/index.ts'
 import type { TaskCreateInput } from './domain/validate.ts'
 
-/** scheduler_tasks.spec: the validated create body minus env, money as decimal strings. */
+/** A task row's spec: the validated create body minus env, money as decimal strings. */
 export interface StoredSpec {
   schedule: CompiledSchedule | null
   runtime: Runtime

@@ -24,6 +24,8 @@ import { snapshot, type AfterCommit, type TaskCore } from './task-core.ts'
 import type { LogStore, TaskReads } from './task-reads.ts'
 import type { TaskResources } from './task-resources.ts'
 import { noAttemptResult, type ExecutionRequest, type ExecutionResult } from './contract/index.ts'
+import { insertRuns, markRunsRunning, openRunsBefore, recordRunResults, runById, runsByIds, runsForUpdate, setRunTokenHashes, type NewRun, type RunResult } from './run-store.ts'
+import { setConsecutiveCounts, taskExecutionSpecs, tasksForUpdate } from './task-store.ts'
 
 export type RunClaim =
   | { kind: 'claimed'; run: RunRow }
@@ -51,16 +53,8 @@ export type DispatchResult =
   | { kind: 'skipped'; reason: string; message: string }
   | { kind: 'deferred' }
 
-interface RunRowInsert {
-  id: string
-  task_id: string
-  trigger: RunTrigger
-  status: 'claimed' | 'skipped'
-  reserved: bigint
-  outcome: string | null
-  error: string | null
-  token_hash: string | null
-  finished: Date | null
+interface RunRowInsert extends NewRun {
+  /** The helper token whose hash the row holds (handed to the execution, never stored). */
   token: string | null
 }
 
@@ -157,16 +151,11 @@ export function createRunLedger(deps: RunLedgerDeps) {
     const afters: { task: TaskRow; after: AfterCommit }[] = []
     const results = await db.transaction(async (tx) => {
       const now = clock.now()
-      const existing = new Map(
-        (await tx.query<RunRow>(`select * from scheduler_runs where id = any($1::text[])`, [inputs.map((input) => input.runId)])).map((row) => [row.id, row]),
-      )
+      const runIds = inputs.map((input) => input.runId)
+      const existing = new Map((await runsByIds(tx, runIds)).map((row) => [row.id, row]))
       const fresh = inputs.filter((input) => !existing.has(input.runId))
       const taskIds = [...new Set(fresh.map((input) => input.taskId))].sort()
-      const tasks = new Map(
-        taskIds.length === 0
-          ? []
-          : (await tx.query<TaskRow>(`select * from scheduler_tasks where id = any($1::text[]) order by id for update`, [taskIds])).map((task) => [task.id, task]),
-      )
+      const tasks = new Map(taskIds.length === 0 ? [] : (await tasksForUpdate(tx, taskIds)).map((task) => [task.id, task]))
       const known = taskIds.length === 0 ? new Map() : await escrowFactsMany(tx, taskIds)
       const out: (DispatchResult | { pending: RunRowInsert })[] = []
       const inserts: RunRowInsert[] = []
@@ -241,32 +230,11 @@ export function createRunLedger(deps: RunLedgerDeps) {
       }
       const written = new Map<string, RunRow>()
       if (inserts.length > 0) {
-        const rows = await tx.query<RunRow>(
-          `insert into scheduler_runs (id, task_id, trigger, status, reserved_micros, outcome, error, token_hash, created_at, finished_at)
-           select i.id, i.task_id, i.trigger, i.status, i.reserved, i.outcome, i.error, i.token_hash, $9, i.finished
-             from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::text[], $7::text[], $8::text[], $10::timestamptz[])
-                  as i(id, task_id, trigger, status, reserved, outcome, error, token_hash, finished)
-           returning *`,
-          [
-            inserts.map((i) => i.id),
-            inserts.map((i) => i.task_id),
-            inserts.map((i) => i.trigger),
-            inserts.map((i) => i.status),
-            inserts.map((i) => i.reserved),
-            inserts.map((i) => i.outcome),
-            inserts.map((i) => i.error),
-            inserts.map((i) => i.token_hash),
-            now,
-            inserts.map((i) => i.finished),
-          ],
-        )
-        for (const row of rows) written.set(row.id, row)
+        for (const row of await insertRuns(tx, inserts, now)) written.set(row.id, row)
       }
       if (tokenUpdates.length > 0) {
-        await tx.query(`update scheduler_runs r set token_hash = u.hash from unnest($1::text[], $2::text[]) as u(id, hash) where r.id = u.id`, [
-          tokenUpdates.map((u) => u.id),
-          tokenUpdates.map((u) => secretHash(u.token)),
-        ])
+        const hashes = tokenUpdates.map((u) => ({ id: u.id, hash: secretHash(u.token) }))
+        await setRunTokenHashes(tx, hashes)
       }
       return out.map(
         (entry): DispatchResult =>
@@ -281,17 +249,10 @@ export function createRunLedger(deps: RunLedgerDeps) {
     for (const { task, after } of afters) {
       await core.runAfterCommit(task, after).catch((error: unknown) => logger.warn({ err: error, taskId: task.id }, 'post-dispatch work failed'))
     }
-    // The requests of claimed runs: code and env from the task rows (read after commit, unlocked).
+    // The requests of claimed runs: code and env from the task rows (read after commit, unlocked),
+    // the copy of a task's fields that executes (docs/architecture.md "Where a task's fields live").
     const needed = [...new Set(results.flatMap((result, i) => (result.kind === 'claimed' && result.token !== undefined ? [(inputs[i] as DispatchInput).taskId] : [])))]
-    const specs = new Map(
-      needed.length === 0
-        ? []
-        : (
-            await db.query<{ id: string; spec: StoredSpec; env_ciphertext: string | null }>(`select id, spec, env_ciphertext from scheduler_tasks where id = any($1::text[])`, [
-              needed,
-            ])
-          ).map((row) => [row.id, row]),
-    )
+    const specs = new Map(needed.length === 0 ? [] : (await taskExecutionSpecs(db, needed)).map((row) => [row.id, row]))
     return results.map((result, i) => {
       if (result.kind !== 'claimed' || result.token === undefined) return result
       const input = inputs[i] as DispatchInput
@@ -338,20 +299,12 @@ export function createRunLedger(deps: RunLedgerDeps) {
    */
   async function startRuns(runIds: readonly string[], adopt: readonly string[] = []): Promise<Set<string>> {
     if (runIds.length === 0) return new Set()
-    const rows = await db.query<{ id: string }>(
-      `update scheduler_runs set status = 'running', started_at = coalesce(started_at, $3)
-        where id = any($1::text[]) and (status = 'claimed' or (status = 'running' and id = any($2::text[])))
-        returning id`,
-      [runIds, adopt, clock.now()],
-    )
-    return new Set(rows.map((row) => row.id))
+    return new Set(await markRunsRunning(db, runIds, adopt, clock.now()))
   }
 
   /** Runs claimed or running since before `before` (the run controller's orphan sweep). */
   async function openRuns(before: Date): Promise<{ id: string; status: string }[]> {
-    return db.query<{ id: string; status: string }>(`select id, status from scheduler_runs where status in ('claimed', 'running') and created_at < $1 order by created_at`, [
-      before,
-    ])
+    return openRunsBefore(db, before)
   }
 
   /** A claimed run that never started (deleted or cancelled before its instant): settled at no cost. */
@@ -417,7 +370,7 @@ export function createRunLedger(deps: RunLedgerDeps) {
   async function finishBatch(inputs: readonly FinishInput[]): Promise<(FinishOutcome | undefined)[]> {
     return db.transaction(async (tx) => {
       const ids = inputs.map((input) => input.runId)
-      const current = new Map((await tx.query<RunRow>(`select * from scheduler_runs where id = any($1::text[]) order by id for update`, [ids])).map((row) => [row.id, row]))
+      const current = new Map((await runsForUpdate(tx, ids)).map((row) => [row.id, row]))
       // One run per task is settled per pass; another of the same task (never in normal flight:
       // one run at a time) goes in the next pass of this transaction, seeing the first's effects.
       const outcomes = new Map<string, FinishOutcome>()
@@ -449,45 +402,35 @@ export function createRunLedger(deps: RunLedgerDeps) {
 
   async function settlePass(tx: Queryable, pass: readonly FinishInput[], current: Map<string, RunRow>): Promise<Map<string, FinishOutcome>> {
     const taskIds = [...new Set(pass.map((input) => (current.get(input.runId) as RunRow).task_id))].sort()
-    const tasks = new Map((await tx.query<TaskRow>(`select * from scheduler_tasks where id = any($1::text[]) order by id for update`, [taskIds])).map((task) => [task.id, task]))
+    const tasks = new Map((await tasksForUpdate(tx, taskIds)).map((task) => [task.id, task]))
     const cap = rates.hard_caps.max_output_bytes_in_run
     const ledger: { task_id: string; amount: bigint; run_id: string }[] = []
-    const updates: unknown[][] = []
+    const updates: RunResult[] = []
     for (const { runId, result } of pass) {
       const run = current.get(runId) as RunRow
       const settled = finalizeRun({ run_id: runId, amount_micros: run.reserved_micros }, costOf(run, result))
       for (const row of settled.rows) ledger.push({ task_id: run.task_id, amount: row.amount_micros, run_id: runId })
       if (settled.absorbed_micros > 0n) logger.warn({ runId, absorbed: settled.absorbed_micros.toString() }, 'run cost above its reservation was absorbed')
-      updates.push([
-        runId,
-        OUTCOME_STATUS[result.outcome],
-        settled.charged_micros,
-        result.exitCode,
-        result.outcome,
+      updates.push({
+        id: runId,
+        status: OUTCOME_STATUS[result.outcome],
+        cost: settled.charged_micros,
+        exit_code: result.exitCode,
+        outcome: result.outcome,
         // A script's output may hold bytes Postgres text cannot (NUL): kept, replaced by U+FFFD.
-        result.error === undefined ? null : storableText(result.error),
-        truncateUtf8(storableText(result.stdout), cap),
-        truncateUtf8(storableText(result.stderr), cap),
-        result.stdoutBytes,
-        result.stderrBytes,
-        result.runtimeVersion,
-        Math.round(result.installDurationMs),
-        result.notStarted === true ? null : result.startedAt,
-        result.finishedAt,
-      ])
+        error: result.error === undefined ? null : storableText(result.error),
+        stdout: truncateUtf8(storableText(result.stdout), cap),
+        stderr: truncateUtf8(storableText(result.stderr), cap),
+        stdout_bytes: result.stdoutBytes,
+        stderr_bytes: result.stderrBytes,
+        runtime_version: result.runtimeVersion,
+        install_ms: Math.round(result.installDurationMs),
+        started_at: result.notStarted === true ? null : result.startedAt,
+        finished_at: result.finishedAt,
+      })
     }
     await appendRunCosts(tx, ledger)
-    const column = (i: number) => updates.map((u) => u[i])
-    const finishedRows = await tx.query<RunRow>(
-      `update scheduler_runs r set status = u.status, reserved_micros = 0, cost_micros = u.cost, exit_code = u.exit_code, outcome = u.outcome, error = u.error,
-              stdout = u.stdout, stderr = u.stderr, stdout_bytes = u.stdout_bytes, stderr_bytes = u.stderr_bytes, runtime_version = u.runtime_version,
-              install_ms = u.install_ms, started_at = coalesce(r.started_at, u.started_at), finished_at = u.finished_at, token_hash = null
-         from unnest($1::text[], $2::text[], $3::int8[], $4::int4[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int8[], $10::int8[], $11::text[], $12::int4[], $13::timestamptz[], $14::timestamptz[])
-              as u(id, status, cost, exit_code, outcome, error, stdout, stderr, stdout_bytes, stderr_bytes, runtime_version, install_ms, started_at, finished_at)
-        where r.id = u.id
-        returning r.*`,
-      [column(0), column(1), column(2), column(3), column(4), column(5), column(6), column(7), column(8), column(9), column(10), column(11), column(12), column(13)],
-    )
+    const finishedRows = await recordRunResults(tx, updates)
     const finished = new Map(finishedRows.map((row) => [row.id, row]))
     const known = await escrowFactsMany(tx, taskIds)
     const out = new Map<string, FinishOutcome>()
@@ -500,7 +443,7 @@ export function createRunLedger(deps: RunLedgerDeps) {
       const wantsContinuation = before.continuation_delay_sec !== null && result.outcome === 'succeeded' && task.status === 'active'
       const chain = wantsContinuation ? (before.trigger === 'continuation' ? task.consecutive_continuations : 0) + 1 : 0
       if (infraFailures !== task.consecutive_infra_failures || chain !== task.consecutive_continuations) {
-        await tx.query(`update scheduler_tasks set consecutive_infra_failures = $2, consecutive_continuations = $3 where id = $1`, [task.id, infraFailures, chain])
+        await setConsecutiveCounts(tx, task.id, infraFailures, chain)
       }
       const facts = await core.factsOf(tx, task, known.get(task.id))
       const outcome: RunOutcome = result.outcome
@@ -554,7 +497,7 @@ export function createRunLedger(deps: RunLedgerDeps) {
   }
 
   async function runRow(runId: string): Promise<RunRow | undefined> {
-    return (await db.query<RunRow>(`select * from scheduler_runs where id = $1`, [runId]))[0]
+    return runById(db, runId)
   }
 
   return { claimRun, dispatchRun, startRuns, openRuns, releaseRun, finishRun, lostResult, runRow }

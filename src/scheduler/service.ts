@@ -2,6 +2,8 @@
 // its three callers — the HTTP app (task commands, reads, accounts and keys), the run
 // controller (the run ledger port) and the payments module (the escrow payments' outcome).
 //   escrow-store.ts   balance, reservations, runs in flight, ledger rows (the only SQL that knows them)
+//   task-store.ts     every write of a task row, and its reads
+//   run-store.ts      every write of a run row, and its reads
 //   task-core.ts      loading tasks, state-machine facts and effects, post-commit work, the task view
 //   task-resources.ts Task/Run resource writes, the status-change outbox, orphan removal
 //   tasks.ts          task commands: create, fund, pause, resume, trigger, PATCH, env, clone, webhook, delete, synchronous runs

@@ -1,4 +1,4 @@
-// What every task operation shares: loading a task row (owned by a caller, locked), the facts the
+// What every task operation shares: a task row owned by its caller (locked or not), the facts the
 // state machine needs, applying a transition's effects in the caller's transaction (status,
 // recovery hint, closing the escrow), the post-commit work it leaves (Task resource, refund), and
 // the task's public view. Task commands, the run ledger and the payment outcomes build on this.
@@ -11,9 +11,10 @@ import type { SchedulerRates } from './domain/rates.ts'
 import { transition, type Effect, type TaskEvent, type TaskSnapshot, type TransitionFacts, type TransitionResult } from './domain/states.ts'
 import { closeTaskEscrow, escrowFacts, type EscrowFacts } from './escrow-store.ts'
 import { normalizeOwner, type SchedulerMarketplace } from './marketplace.ts'
-import { ceilingOf, serializeHint, taskView, type TaskRow } from './records.ts'
+import { ceilingOf, serializeHint, taskView, type SerializedHint, type TaskRow } from './records.ts'
 import type { Refunds } from '../payments/refunds.ts'
 import type { TaskResources } from './task-resources.ts'
+import { taskById, taskForUpdate, writeTaskState } from './task-store.ts'
 
 /** What to do after the transaction commits. */
 export interface AfterCommit {
@@ -51,13 +52,9 @@ export function snapshot(task: TaskRow): TaskSnapshot {
   return { id: task.id, status: task.status, rail: task.rail, scheduled: task.spec.schedule !== null, end_at: task.spec.end_at }
 }
 
-export async function loadTask(q: Queryable, id: string, lock = false): Promise<TaskRow | undefined> {
-  return (await q.query<TaskRow>(`select * from scheduler_tasks where id = $1${lock ? ' for update' : ''}`, [id]))[0]
-}
-
 /** A task of this owner; another owner's task answers like a missing one (no enumeration). */
 export async function ownedTask(q: Queryable, id: string, owner: string, lock = false): Promise<TaskRow> {
-  const task = await loadTask(q, id, lock)
+  const task = lock ? await taskForUpdate(q, id) : await taskById(q, id)
   if (task === undefined || task.owner !== lower(owner)) throw new AppError('TASK_NOT_FOUND', `No task ${id} belongs to this wallet`, { field: 'path.id' })
   return task
 }
@@ -91,7 +88,7 @@ export function createTaskCore(deps: TaskCoreDeps) {
   /** Applies a transition's effects inside the transaction; returns the post-commit work. */
   async function applyTransition(tx: Queryable, task: TaskRow, result: TransitionResult, facts: TransitionFacts): Promise<AfterCommit> {
     const after: AfterCommit = {}
-    let hint: unknown = task.recovery_hint
+    let hint: SerializedHint | null = task.recovery_hint
     let hintTouched = false
     for (const effect of result.effects as Effect[]) {
       switch (effect.type) {
@@ -123,14 +120,7 @@ export function createTaskCore(deps: TaskCoreDeps) {
     // A transition that changes nothing (most dispatches and settlements) writes nothing. A status
     // change owes the Task resource a write (suspend, deletion): flagged here, in the same
     // transaction, and cleared once done, so a crash in between is redone by the recovery sweep.
-    if (next !== task.status || hintTouched) {
-      await tx.query(
-        `update scheduler_tasks set status = $2, recovery_hint = $3, updated_at = $4, deleted_at = case when $2 = 'deleted' then coalesce(deleted_at, $4) else deleted_at end,
-                resource_sync_pending = resource_sync_pending or $2 <> status
-          where id = $1`,
-        [task.id, next, hint === null ? null : hint, clock.now()],
-      )
-    }
+    if (next !== task.status || hintTouched) await writeTaskState(tx, task.id, next, hint, clock.now())
     if (next !== task.status) {
       if (next === 'deleted' || next === 'terminated') after.deleteResource = true
       else after.syncSuspend = next !== 'active'
@@ -141,7 +131,7 @@ export function createTaskCore(deps: TaskCoreDeps) {
 
   /** Loads the task locked, runs `event` through the machine and applies it, in `tx`. */
   async function step(tx: Queryable, taskId: string, event: TaskEvent): Promise<{ task: TaskRow; after: AfterCommit }> {
-    const task = (await loadTask(tx, taskId, true)) as TaskRow
+    const task = (await taskForUpdate(tx, taskId)) as TaskRow
     const facts = await factsOf(tx, task)
     return { task, after: await applyTransition(tx, task, transition(snapshot(task), event, facts), facts) }
   }
@@ -176,7 +166,7 @@ export function createTaskCore(deps: TaskCoreDeps) {
 
   /** The task as GET shows it (no owner check: callers checked or created it). */
   async function currentView(taskId: string): Promise<Record<string, unknown>> {
-    return view(db, (await loadTask(db, taskId)) as TaskRow)
+    return view(db, (await taskById(db, taskId)) as TaskRow)
   }
 
   return { factsOf, applyTransition, step, runAfterCommit, view, currentView }

@@ -10,6 +10,7 @@ import { escrowFacts, ledgerRows, ledgerSum, ownerTaskTotals, taskCosts } from '
 import { runSlimView, runView, type RunRow, type TaskRow } from './records.ts'
 import type { SchedulerSecrets } from './secrets.ts'
 import { lower, ownedTask } from './task-core.ts'
+import { inFlightRunTimes, runById, runsOfTask, runWithOwner } from './run-store.ts'
 
 export interface LogStore {
   put(key: string, data: Buffer, contentType: string): Promise<unknown>
@@ -71,12 +72,7 @@ export function createTaskReads(deps: TaskReadsDeps) {
       return { ...base, state: 'none' as const, detail: `The remainder (${summary.forfeited_micros} micros) was below the minimum refund and was forfeited as dust.` }
     }
     if (inFlight) {
-      const run = (
-        await db.query<{ started_at: Date | null; created_at: Date }>(
-          `select started_at, created_at from scheduler_runs where task_id = $1 and status in ('claimed', 'running') limit 1`,
-          [task.id],
-        )
-      )[0]
+      const run = await inFlightRunTimes(db, task.id)
       const from = run?.started_at ?? run?.created_at ?? clock.now()
       const by = new Date(Math.max(from.getTime(), clock.nowMs()) + (task.spec.max_runtime_sec + 60) * 1000)
       return {
@@ -118,8 +114,7 @@ export function createTaskReads(deps: TaskReadsDeps) {
   }
 
   async function ownedRun(runId: string, owner: string): Promise<RunRow> {
-    const rows = await db.query<RunRow & { owner: string }>(`select r.*, t.owner from scheduler_runs r join scheduler_tasks t on t.id = r.task_id where r.id = $1`, [runId])
-    const run = rows[0]
+    const run = await runWithOwner(db, runId)
     if (run === undefined || run.owner !== lower(owner)) throw new AppError('not_found', `No run ${runId} of this wallet`, { field: 'path.id' })
     return run
   }
@@ -133,7 +128,7 @@ export function createTaskReads(deps: TaskReadsDeps) {
     if (!secrets.verify(`logs:${runId}`, signature)) throw new AppError('not_found', 'Unknown log URL', { field: 'query.sig' })
     const blob = await deps.logs.get(`runs/${runId}/output.log`)
     if (blob !== undefined) return blob.data.toString('utf8')
-    const run = (await db.query<RunRow>(`select * from scheduler_runs where id = $1`, [runId]))[0]
+    const run = await runById(db, runId)
     if (run === undefined) throw new AppError('not_found', `No run ${runId}`, { field: 'path.id' })
     return `${run.stdout}${run.stderr ? `\n--- stderr ---\n${run.stderr}` : ''}`
   }
@@ -147,12 +142,7 @@ export function createTaskReads(deps: TaskReadsDeps) {
       if (!at || !id || Number.isNaN(Date.parse(at))) throw new AppError('VALIDATION_ERROR', 'cursor is not one this API issued', { field: 'query.cursor' })
       before = { at: new Date(at), id }
     }
-    const rows = await db.query<RunRow>(
-      before === undefined
-        ? `select * from scheduler_runs where task_id = $1 order by created_at desc, id desc limit $2`
-        : `select * from scheduler_runs where task_id = $1 and (created_at, id) < ($3, $4) order by created_at desc, id desc limit $2`,
-      before === undefined ? [taskId, limit + 1] : [taskId, limit + 1, before.at, before.id],
-    )
+    const rows = await runsOfTask(db, taskId, limit + 1, before)
     const page = rows.slice(0, limit)
     const last = page[page.length - 1]
     return {

@@ -11,6 +11,7 @@ import type { Logger } from '../platform/logger.ts'
 import { isTerminal } from './domain/states.ts'
 import { ownerLabel } from './marketplace.ts'
 import type { StoredSpec, TaskRow } from './records.ts'
+import { clearResourceSyncPending, existingTaskIds, resourceSyncState, tasksOwingResourceSync } from './task-store.ts'
 import { isAlreadyExists, isConflict, NotFoundError, type ResourceStore, type RunResource, type TaskResource, type TaskResourceSpec, type TriggerType } from './contract/index.ts'
 
 export const TASK_API_VERSION = 'jobs.agent-gateway.dev/v1alpha1'
@@ -34,6 +35,7 @@ export function createTaskResources(deps: TaskResourcesDeps) {
   const { db, clock, logger, tasks, runs, namespace } = deps
   let lastOrphanSweep = 0
 
+  /** The declared half of a task (docs/architecture.md "Where a task's fields live"), from the spec its row stores. */
   function taskResource(task: { id: string; owner: string; status: string }, spec: StoredSpec): NewTaskResource {
     const resourceSpec: TaskResourceSpec = {
       taskId: task.id,
@@ -80,14 +82,12 @@ export function createTaskResources(deps: TaskResourcesDeps) {
 
   /** Clears the row's flag once its resource matches `status` (a newer change keeps it set). */
   async function synced(taskId: string, status: TaskRow['status']): Promise<void> {
-    await db.query(`update scheduler_tasks set resource_sync_pending = false where id = $1 and status = $2`, [taskId, status])
+    await clearResourceSyncPending(db, taskId, status)
   }
 
   /** Brings the Task resource in line with its row (suspend, or deletion when terminal), if it is owed a write. */
   async function sync(taskId: string): Promise<void> {
-    const row = (
-      await db.query<{ status: TaskRow['status']; resource_sync_pending: boolean }>(`select status, resource_sync_pending from scheduler_tasks where id = $1`, [taskId])
-    )[0]
+    const row = await resourceSyncState(db, taskId)
     if (row === undefined || !row.resource_sync_pending) return
     if (isTerminal(row.status)) await remove(taskId)
     else {
@@ -107,7 +107,8 @@ export function createTaskResources(deps: TaskResourcesDeps) {
     lastOrphanSweep = clock.nowMs()
     const old = (await tasks.list(namespace)).items.filter((resource) => Date.parse(resource.metadata.creationTimestamp) < before.getTime())
     if (old.length === 0) return 0
-    const known = new Set((await db.query<{ id: string }>(`select id from scheduler_tasks where id = any($1::text[])`, [old.map((r) => r.metadata.name)])).map((row) => row.id))
+    const names = old.map((r) => r.metadata.name)
+    const known = await existingTaskIds(db, names)
     let removed = 0
     for (const resource of old) {
       if (known.has(resource.metadata.name)) continue
@@ -124,8 +125,8 @@ export function createTaskResources(deps: TaskResourcesDeps) {
    */
   async function recover(orphanedBefore?: Date): Promise<number> {
     if (orphanedBefore !== undefined || clock.nowMs() - lastOrphanSweep > ORPHAN_SWEEP_EVERY_MS) await removeOrphans(orphanedBefore)
-    const owed = await db.query<{ id: string }>(`select id from scheduler_tasks where resource_sync_pending order by updated_at limit 500`)
-    for (const { id } of owed) {
+    const owed = await tasksOwingResourceSync(db)
+    for (const id of owed) {
       await sync(id).catch((error: unknown) => logger.warn({ err: error, taskId: id }, 'Task resource sync failed; retried on the next pass'))
     }
     return owed.length

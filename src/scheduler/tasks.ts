@@ -9,22 +9,24 @@
 // - A task of another wallet answers 404 TASK_NOT_FOUND, as a missing one does (no enumeration).
 import { randomBytes } from 'node:crypto'
 import type { Db } from '../platform/db/index.ts'
-import { isUniqueViolation, toJson } from '../platform/db/index.ts'
+import { isUniqueViolation } from '../platform/db/index.ts'
 import { AppError } from '../platform/errors.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Micros } from '../platform/money.ts'
 import type { SchedulerRates } from './domain/rates.ts'
 import { initialTransition, isTerminal, transition } from './domain/states.ts'
 import { idempotencyHash, type TaskCreateInput, validateCreateTask, validateEnv, validatePatch } from './domain/validate.ts'
-import { runInFlight, unconfirmedChargeKeys } from './escrow-store.ts'
+import { unconfirmedChargeKeys } from './escrow-store.ts'
 import type { PlanHolder, SchedulerMarketplace } from './marketplace.ts'
 import { ceilingOf, RUN_FINAL_STATUSES, runView, toStoredSpec, type RunRow, type StoredSpec, type TaskRow } from './records.ts'
 import { newBearerSecret, secretHash, type SchedulerSecrets } from './secrets.ts'
 import { recordCharge, type PaymentFacts } from './charges.ts'
-import { loadTask, lower, newId, ownedTask, snapshot, type TaskCore } from './task-core.ts'
+import { lower, newId, ownedTask, snapshot, type TaskCore } from './task-core.ts'
 import type { TaskResources } from './task-resources.ts'
 import type { TaskReads } from './task-reads.ts'
 import type { SchedulerRunLedger } from './run-ledger.ts'
+import { runInFlight } from './run-store.ts'
+import { clearWebhookSecret, insertTask, mergeTaskSpec, setTaskEnv, setWebhookSecretHash, taskById, taskByIdempotencyKey, taskForUpdate } from './task-store.ts'
 import type { Rail, TaskResourceSpec } from './contract/index.ts'
 
 export interface EnvSecretsPort {
@@ -66,7 +68,7 @@ export function createTaskCommands(deps: TaskCommandsDeps) {
   ): Promise<{ spec: TaskCreateInput; hash: string } | { existing: Record<string, unknown> }> {
     const spec = validateCreateTask(body, { now: clock.now(), rates })
     const hash = idempotencyHash(spec)
-    const prior = (await db.query<TaskRow>(`select * from scheduler_tasks where idempotency_key = $1`, [idempotencyKey]))[0]
+    const prior = await taskByIdempotencyKey(db, idempotencyKey)
     if (prior !== undefined) {
       if (prior.request_hash !== hash) {
         throw new AppError('IDEMPOTENCY_CONFLICT', 'This Idempotency-Key was used with another body; use a new key for a new task', { field: 'header.idempotency-key' })
@@ -131,27 +133,22 @@ export function createTaskCommands(deps: TaskCommandsDeps) {
     const now = clock.now()
     try {
       await db.transaction(async (tx) => {
-        await tx.query(
-          `insert into scheduler_tasks (id, owner, rail, status, spec, env_ciphertext, env_keys, idempotency_key, request_hash, payment_protocol, payment_channel, recovery_hint, created_at, updated_at)
-           values ($1, $2, $13, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)`,
-          [
-            id,
-            owner,
-            initial.next,
-            stored,
-            Object.keys(spec.env).length > 0 ? secrets.encryptEnv(id, spec.env) : null,
-            toJson(Object.keys(spec.env).sort()),
-            input.idempotencyKey,
-            input.hash,
-            payment.protocol,
-            `${payment.protocol}:${owner}`,
-            null,
-            now,
-            rail,
-          ],
-        )
+        await insertTask(tx, {
+          id,
+          owner,
+          rail,
+          status: initial.next,
+          spec: stored,
+          env_ciphertext: Object.keys(spec.env).length > 0 ? secrets.encryptEnv(id, spec.env) : null,
+          env_keys: Object.keys(spec.env).sort(),
+          idempotency_key: input.idempotencyKey,
+          request_hash: input.hash,
+          payment_protocol: payment.protocol,
+          payment_channel: `${payment.protocol}:${owner}`,
+          at: now,
+        })
         await recordCharge(tx, id, 'create', spec.max_amount_usdc_micros, payment, null)
-        const task = (await loadTask(tx, id, true)) as TaskRow
+        const task = (await taskForUpdate(tx, id)) as TaskRow
         await core.applyTransition(
           tx,
           task,
@@ -182,7 +179,7 @@ export function createTaskCommands(deps: TaskCommandsDeps) {
     /** Who asks: the plan holder of Authorization: Bearer (marketplace), and whether a payment credential came. */
     requester: { holder?: PlanHolder | undefined; credential: boolean } = { credential: true },
   ): Promise<{ amount: Micros } | { existing: Record<string, unknown> }> {
-    const task = await loadTask(db, taskId)
+    const task = await taskById(db, taskId)
     if (task === undefined) throw new AppError('TASK_NOT_FOUND', `No task ${taskId}`, { field: 'path.id' })
     // The rail of the top-up must be the rail of the task (marketplace.ts): a plan token raises the
     // cap of its own marketplace task; a payment tops up a direct-rail escrow.
@@ -236,7 +233,7 @@ export function createTaskCommands(deps: TaskCommandsDeps) {
     const { taskId, amount, payment } = input
     let task!: TaskRow
     const after = await db.transaction(async (tx) => {
-      task = (await loadTask(tx, taskId, true)) as TaskRow
+      task = (await taskForUpdate(tx, taskId)) as TaskRow
       if (task.payment_channel !== null && task.payment_channel !== `${payment.protocol}:${lower(payment.payer)}`) {
         throw new AppError(
           'CHANNEL_MISMATCH',
@@ -303,18 +300,19 @@ export function createTaskCommands(deps: TaskCommandsDeps) {
       body,
       { now: clock.now(), runInFlight: await runInFlight(db, taskId), rates },
     )
-    const spec: StoredSpec = { ...task.spec }
-    if (patch.notify_email !== undefined) spec.notify_email = patch.notify_email
-    if (patch.end_at !== undefined) spec.end_at = patch.end_at
-    if (patch.tool_list !== undefined) spec.tool_list = patch.tool_list
-    if (patch.max_sibling_spend_micros !== undefined) spec.max_sibling_spend_micros = patch.max_sibling_spend_micros.toString()
-    if (patch.max_runtime_sec !== undefined) spec.max_runtime_sec = patch.max_runtime_sec
+    const changes: Partial<StoredSpec> = {}
+    if (patch.notify_email !== undefined) changes.notify_email = patch.notify_email
+    if (patch.end_at !== undefined) changes.end_at = patch.end_at
+    if (patch.tool_list !== undefined) changes.tool_list = patch.tool_list
+    if (patch.max_sibling_spend_micros !== undefined) changes.max_sibling_spend_micros = patch.max_sibling_spend_micros.toString()
+    if (patch.max_runtime_sec !== undefined) changes.max_runtime_sec = patch.max_runtime_sec
+    const spec: StoredSpec = { ...task.spec, ...changes }
     await db.transaction(async (tx) => {
       await ownedTask(tx, taskId, owner, true)
       if (patch.max_runtime_sec !== undefined && (await runInFlight(tx, taskId))) {
         throw new AppError('RUN_IN_FLIGHT', 'max_runtime_sec cannot change while a run is claimed or running', { field: 'body.max_runtime_sec' })
       }
-      await tx.query(`update scheduler_tasks set spec = $2, updated_at = $3 where id = $1`, [taskId, spec, clock.now()])
+      await mergeTaskSpec(tx, taskId, changes, clock.now())
     })
     if (patch.end_at !== undefined || patch.max_runtime_sec !== undefined) {
       await resources.updateSpec(taskId, (current) => {
@@ -333,12 +331,7 @@ export function createTaskCommands(deps: TaskCommandsDeps) {
     if (isTerminal(task.status)) transition(snapshot(task), { type: 'pause' }, await core.factsOf(db, task)) // throws the terminal state's error
     const keys = Object.keys(env).sort()
     const now = clock.now()
-    await db.query(`update scheduler_tasks set env_ciphertext = $2, env_keys = $3, updated_at = $4 where id = $1`, [
-      taskId,
-      keys.length > 0 ? secrets.encryptEnv(taskId, env) : null,
-      toJson(keys),
-      now,
-    ])
+    await setTaskEnv(db, taskId, keys.length > 0 ? secrets.encryptEnv(taskId, env) : null, keys, now)
     if (deps.envSecrets) {
       const resource = await resources.get(taskId)
       if (resource) await deps.envSecrets.put(taskId, resource.metadata.uid, env)
@@ -377,13 +370,13 @@ export function createTaskCommands(deps: TaskCommandsDeps) {
     if (isTerminal(task.status)) transition(snapshot(task), { type: 'pause' }, await core.factsOf(db, task))
     const secret = newBearerSecret('whsec_')
     const now = clock.now()
-    await db.query(`update scheduler_tasks set webhook_secret_hash = $2, webhook_rotated_at = $3, updated_at = $3 where id = $1`, [taskId, secretHash(secret), now])
+    await setWebhookSecretHash(db, taskId, secretHash(secret), now)
     return { task_id: taskId, secret, webhook_url: `${deps.publicUrl}/api/v1/tasks/${taskId}/webhook`, created_at: now.toISOString() }
   }
 
   async function disableWebhook(taskId: string, owner: string) {
     await ownedTask(db, taskId, owner)
-    await db.query(`update scheduler_tasks set webhook_secret_hash = null, updated_at = $2 where id = $1`, [taskId, clock.now()])
+    await clearWebhookSecret(db, taskId, clock.now())
     return { task_id: taskId, webhook_enabled: false as const }
   }
 
@@ -400,7 +393,7 @@ export function createTaskCommands(deps: TaskCommandsDeps) {
       return core.applyTransition(tx, task, transition(snapshot(task), { type: 'delete' }, facts), facts)
     })
     await core.runAfterCommit(task, after)
-    const fresh = (await loadTask(db, taskId)) as TaskRow
+    const fresh = (await taskById(db, taskId)) as TaskRow
     const refund = await reads.refundOutlook(fresh)
     return {
       id: taskId,
@@ -424,7 +417,7 @@ export function createTaskCommands(deps: TaskCommandsDeps) {
     const runId = `${task.id}-${trigger[0]}${clock.nowMs().toString(36)}${randomBytes(2).toString('hex')}`
     const claim = await deps.runLedger.claimRun({ runId, taskId: task.id, trigger })
     if (claim.kind !== 'claimed') {
-      const fresh = (await loadTask(db, task.id)) as TaskRow
+      const fresh = (await taskById(db, task.id)) as TaskRow
       transition(snapshot(fresh), { type: 'dispatch', trigger }, await core.factsOf(db, fresh)) // throws the state's error
       throw new AppError('TASK_PAUSED_INSUFFICIENT_FUNDS', claim.kind === 'skipped' ? claim.message : 'The run could not start')
     }
@@ -449,7 +442,7 @@ export function createTaskCommands(deps: TaskCommandsDeps) {
   }
 
   async function runWebhook(taskId: string, bearer: string | undefined) {
-    const task = await loadTask(db, taskId)
+    const task = await taskById(db, taskId)
     if (task === undefined) throw new AppError('TASK_NOT_FOUND', `No task ${taskId}`, { field: 'path.id' })
     if (bearer === undefined || task.webhook_secret_hash === null || secretHash(bearer) !== task.webhook_secret_hash) {
       throw new AppError('API_KEY_INVALID', 'Send the webhook secret as Authorization: Bearer whsec_…; it is invalid or the webhook is disabled', {

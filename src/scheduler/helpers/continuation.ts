@@ -2,7 +2,7 @@
 // Accepted only while the task is active, below the consecutive cap
 // (hard_caps.max_consecutive_continuations) and funded: the escrow's available balance (the
 // escrow store's rule: money rows, without the marketplace's usage restatements, minus open
-// reservations, this run's included) plus payments still settling must cover the per-run ceiling. An accepted request records scheduler_runs.continuation_delay_sec; the run controller
+// reservations, this run's included) plus payments still settling must cover the per-run ceiling. An accepted request records the run row's continuation_delay_sec; the run controller
 // schedules the follow-up only after a clean exit (none after a crash or timeout). Asking again in
 // the same run replaces the delay.
 //
@@ -12,7 +12,8 @@ import type { Db } from '../../platform/db/index.ts'
 import { AppError } from '../../platform/errors.ts'
 import { estimateCeilingMicros, type SchedulerRates } from '../domain/rates.ts'
 import { escrowFacts } from '../escrow-store.ts'
-import { IN_FLIGHT_STATUSES, type HelperRun } from './run.ts'
+import { setContinuationDelay } from '../run-store.ts'
+import type { HelperRun } from './run.ts'
 
 export type ContinuationRefusal = 'max_consecutive_continuations' | 'insufficient_funds' | 'task_not_active'
 
@@ -59,10 +60,6 @@ export async function requestContinuation(deps: { db: Db; rates: SchedulerRates 
   if (!decision.accepted) {
     return { accepted: false, consecutive_continuations: run.consecutiveContinuations, max_consecutive_continuations: max, delay_sec: delaySec, reason: decision.reason }
   }
-  const updated = await deps.db.query(
-    `update scheduler_runs set continuation_delay_sec = $2 where id = $1 and status in (${IN_FLIGHT_STATUSES.map((s) => `'${s}'`).join(', ')}) returning id`,
-    [run.runId, delaySec],
-  )
-  if (updated.length === 0) throw new AppError('TOKEN_EXPIRED', `Run ${run.runId} has ended`, { field: 'header.authorization' })
+  if (!(await setContinuationDelay(deps.db, run.runId, delaySec))) throw new AppError('TOKEN_EXPIRED', `Run ${run.runId} has ended`, { field: 'header.authorization' })
   return { accepted: true, consecutive_continuations: run.consecutiveContinuations + 1, max_consecutive_continuations: max, delay_sec: delaySec }
 }

@@ -19,6 +19,7 @@ import { AppError } from '../../platform/errors.ts'
 import type { Logger } from '../../platform/logger.ts'
 import type { Micros } from '../../platform/money.ts'
 import { llmReserveMicros, type LlmProfileRate, type SchedulerRates } from '../domain/rates.ts'
+import { runLlmCost } from '../run-store.ts'
 import { reserveLlm, settleLlm } from './meters.ts'
 import type { HelperRun } from './run.ts'
 import { LLM_PROFILES, type LlmProfileName } from '../contract/index.ts'
@@ -223,8 +224,7 @@ export async function generateText(deps: GenerateTextDeps, run: HelperRun, input
   const reserve = llmReserveMicros(llm, deps.rates)
   const promptTokens = promptTokenBound(input.prompt, input.system)
 
-  const spentRows = await deps.db.query<{ llm_cost_micros: bigint }>('select llm_cost_micros from scheduler_runs where id = $1', [run.runId])
-  const spent = spentRows[0]?.llm_cost_micros ?? 0n
+  const spent = (await runLlmCost(deps.db, run.runId)) ?? 0n
   const left = reserve > spent ? reserve - spent : 0n
   const maxOutput = input.max_output_tokens ?? Math.min(DEFAULT_MAX_OUTPUT_TOKENS, maxOutputTokensWithin(left, promptTokens, prices))
   const worstCase = tokenCostMicros(promptTokens, maxOutput, prices)

@@ -1,5 +1,5 @@
 // Who is calling a helper: the run named in the URL, proven by its bearer token (the random secret
-// the controller put into the sandbox as AGW_RUN_TOKEN; scheduler_runs.token_hash is its SHA-256
+// the controller put into the sandbox as AGW_RUN_TOKEN; the run row's token_hash is its SHA-256
 // hex). The run must be in flight (claimed or running); afterwards every helper answers
 // TOKEN_EXPIRED. The task's stored spec is parsed here into the few fields the helpers need.
 import { createHash, timingSafeEqual } from 'node:crypto'
@@ -7,12 +7,10 @@ import type { Queryable } from '../../platform/db/index.ts'
 import { AppError } from '../../platform/errors.ts'
 import { credentialsOf, type HeaderBag } from '../../payments/credentials.ts'
 import { parseMicros, type Micros } from '../../platform/money.ts'
-import { IN_FLIGHT_STATUSES } from '../escrow-store.ts'
+import { IN_FLIGHT_STATUSES, runForHelper } from '../run-store.ts'
 import { LLM_PROFILES, type LlmProfileName } from '../contract/index.ts'
 
-export { IN_FLIGHT_STATUSES }
-
-/** The task fields the helpers read (scheduler_tasks.spec, money parsed to bigint). */
+/** The task fields the helpers read (the task row's spec, money parsed to bigint). */
 export interface HelperTaskSpec {
   readonly max_runtime_sec: number
   readonly max_sibling_calls: number
@@ -90,31 +88,13 @@ export function parseHelperSpec(taskId: string, raw: unknown): HelperTaskSpec {
   }
 }
 
-interface RunJoinRow {
-  [column: string]: unknown
-  run_id: string
-  task_id: string
-  status: string
-  token_hash: string | null
-  task_status: string
-  consecutive_continuations: number
-  spec: unknown
-}
-
 /**
  * The in-flight run `runId` proven by `token`, or TOKEN_EXPIRED (401): unknown run, wrong token,
  * token cleared, or run no longer claimed/running. One message for the first three so a caller
  * cannot probe which run ids exist.
  */
 export async function authenticateRun(db: Queryable, runId: string, token: string): Promise<HelperRun> {
-  const rows = await db.query<RunJoinRow>(
-    `select r.id as run_id, r.task_id, r.status, r.token_hash, t.status as task_status,
-            t.consecutive_continuations, t.spec
-       from scheduler_runs r join scheduler_tasks t on t.id = r.task_id
-      where r.id = $1`,
-    [runId],
-  )
-  const row = rows[0]
+  const row = await runForHelper(db, runId)
   if (row === undefined || row.token_hash === null || !sameHash(row.token_hash, sha256Hex(token))) {
     throw new AppError('TOKEN_EXPIRED', 'The run token is not valid for this run', { field: 'header.authorization' })
   }
