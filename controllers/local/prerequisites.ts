@@ -40,9 +40,10 @@ export interface PrerequisiteReport {
   runtimes: { python?: string; node?: string }
   problems: PrerequisiteProblem[]
   /**
-   * The SPEC's preinstalled libraries (PREINSTALLED, src/scheduler/contract/runtimes.ts) that local
-   * runs do not have (undefined: not checked, the interpreter is missing). Not a problem: scripts
-   * that do not import them run; those that do fail, and may not list them as dependencies.
+   * The SPEC's preinstalled libraries (PREINSTALLED, src/catalog/schemas/scheduler-runtimes.ts)
+   * that local runs do not have (undefined: not checked, the interpreter is missing). Not a
+   * problem: scripts that do not import them run; those that do fail, and may not list them as
+   * dependencies.
    */
   missingLibraries: { python?: string[]; node?: string[] }
   /** What is not a problem but worth an operator's look (the missing libraries and their fix). */

@@ -1,7 +1,7 @@
 // What a sandbox run is given: the run input, its limits and their defaults, the executor's
 // options, and the validation that rejects unsafe input before anything touches the host.
 
-import type { EgressLogEntry } from './egress-proxy.ts'
+import type { EgressLogEntry } from '../../src/platform/egress-proxy.ts'
 
 export interface SandboxLimits {
   /** RLIMIT_DATA per process (heap + private writable mappings); RLIMIT_AS is this + 1 GiB (python) / 4 GiB (node). Default 512 MiB. */

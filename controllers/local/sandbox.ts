@@ -4,10 +4,10 @@
 //     → python3 -I /agw/bootstrap.py | node /agw/bootstrap.mjs   (runner-image/bootstrap/)
 //       → install dependencies → sentinel line → user entrypoint
 //
-// The sandbox's only way out is the per-run egress proxy (egress-proxy.ts) on a unix socket
-// bind-mounted at /agw/proxy.sock; the bootstrap forwards 127.0.0.1:3128 inside the sandbox to
-// it, and HTTP(S)_PROXY point there. See docs/sandbox.md for the threat model and what is not
-// isolated.
+// The sandbox's only way out is the per-run egress proxy (src/platform/egress-proxy.ts) on a
+// unix socket bind-mounted at /agw/proxy.sock; the bootstrap forwards 127.0.0.1:3128 inside the
+// sandbox to it, and HTTP(S)_PROXY point there. See docs/sandbox.md for the threat model and
+// what is not isolated.
 //
 // The executor's parts are sandbox-{input,tools,interpreters,identity,args,capture,probe}.ts
 // beside this file (controllers/README.md); this module runs one sandbox and re-exports what
@@ -18,7 +18,7 @@ import { chown, copyFile, mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { createEgressProxy } from './egress-proxy.ts'
+import { createEgressProxy } from '../../src/platform/egress-proxy.ts'
 import { PROXY_PORT, rlimitArgs, runBwrapArgs, SANDBOX_UID, sandboxEnv } from './sandbox-args.ts'
 import { Capture, OOM_SIGNS, signalName } from './sandbox-capture.ts'
 import { acquireIdentity, checkWorkRoot, DEFAULT_UID_BASE } from './sandbox-identity.ts'

@@ -348,6 +348,13 @@ export function mountOperations(app: FastifyInstance, entries: readonly CatalogO
       routeHandler = wrap ? wrap(entry, handler) : handler
       if (catalog && spec.pricing.kind === 'plan-price') routeHandler = onlyPurchasablePlans(catalog, routeHandler)
     }
-    app.route({ method: spec.method, url: fastifyPath(spec.path), schema, config: { operationId: spec.operationId }, handler: routeHandler })
+    app.route({
+      method: spec.method,
+      url: fastifyPath(spec.path),
+      schema,
+      config: { operationId: spec.operationId },
+      ...(spec.bodyLimitBytes === undefined ? {} : { bodyLimit: spec.bodyLimitBytes }),
+      handler: routeHandler,
+    })
   }
 }

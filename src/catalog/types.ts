@@ -71,6 +71,8 @@ export interface OperationSpec {
   proof: ProofKind
   pricing: Pricing
   schemas: OperationSchemas
+  /** The route's body limit, when it is not the listener's (BODY_LIMIT_BYTES): larger bodies answer 413. */
+  bodyLimitBytes?: number
   /** Extra words that help the catalog search find this operation (never shown as text). */
   keywords?: string[]
 }

@@ -1,9 +1,11 @@
-// Outbound HTTP to places a caller names (a task's marketplace capabilities and screenshot
-// targets, an upstream's audio URL) follows the sandbox egress rule: the host is resolved here,
-// loopback / private / link-local (cloud metadata) / reserved addresses and this host's own
+// Outbound traffic to places a caller names (a task's marketplace capabilities and screenshot
+// targets, an upstream's audio URL, review pages and callbacks, a sandboxed run's requests) follows
+// one egress rule, defined here: the host is compared as DNS sees it (normalizeHost), resolved
+// here, loopback / private / link-local (cloud metadata) / reserved addresses and this host's own
 // addresses are refused after resolution, and the connection goes to exactly the address that was
 // checked, so DNS rebinding cannot slip a private address in. Exact `host:port` pairs in `allow`
-// are exempt (an operator's internal service; tests reaching 127.0.0.1).
+// are exempt (an operator's internal service or package index; tests reaching 127.0.0.1).
+// guardedFetch applies it to our own requests, egress-proxy.ts to a sandbox's and a browser's.
 import dns from 'node:dns/promises'
 import http from 'node:http'
 import https from 'node:https'
@@ -16,8 +18,11 @@ export interface EgressOptions {
   allow?: readonly string[]
   /** Resolver; default the system's (`dns.lookup`, all addresses). */
   lookup?: (host: string) => Promise<Array<{ address: string; family: number }>>
-  /** The address rule; default isPrivateAddress (the sandbox egress proxy's) or one of this host's addresses. */
-  isPrivate?: (ip: string) => boolean
+  /**
+   * Addresses refused although public; default every address of this host's interfaces (a public
+   * IP of the service host is still the service host).
+   */
+  denyAddresses?: readonly string[]
 }
 
 export interface EgressPolicy {
@@ -28,22 +33,30 @@ export interface EgressPolicy {
 
 /** Thrown when a target may not be reached; `message` says why (safe to show the task). */
 export class EgressRefused extends Error {
-  constructor(message: string) {
+  /** The host did not resolve (a lookup error or no address): maybe transient, unlike a refused address. */
+  readonly unresolved: boolean
+  /** The first address the host resolved to, when it was refused for its addresses. */
+  readonly address: string | undefined
+
+  constructor(message: string, details: { unresolved?: boolean; address?: string } = {}) {
     super(message)
     this.name = 'EgressRefused'
+    this.unresolved = details.unresolved ?? false
+    this.address = details.address
   }
 }
 
-function ownAddresses(): Set<string> {
-  return new Set(Object.values(os.networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address.toLowerCase().replace(/%.*$/, ''))))
+function ownAddresses(): string[] {
+  return Object.values(os.networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address))
 }
 
 export function egressPolicy(options: EgressOptions = {}): EgressPolicy {
-  const own = options.isPrivate === undefined ? ownAddresses() : new Set<string>()
+  // Zone ids (`fe80::1%eth0`) are not part of the address a lookup answers.
+  const denied = new Set((options.denyAddresses ?? ownAddresses()).map((a) => a.toLowerCase().replace(/%.*$/, '')))
   return {
     allow: new Set((options.allow ?? []).map((a) => a.toLowerCase())),
     lookup: options.lookup ?? ((host) => dns.lookup(host, { all: true, verbatim: true })),
-    isPrivate: options.isPrivate ?? ((ip) => isPrivateAddress(ip) || own.has(ip.toLowerCase())),
+    isPrivate: (ip) => isPrivateAddress(ip) || denied.has(ip.toLowerCase()),
   }
 }
 
@@ -64,15 +77,15 @@ export async function resolveTarget(policy: EgressPolicy, host: string, port: nu
     try {
       addresses = await policy.lookup(bare)
     } catch (err) {
-      throw new EgressRefused(`cannot resolve ${bare}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`)
+      throw new EgressRefused(`cannot resolve ${bare}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, { unresolved: true })
     }
   }
+  if (addresses.length === 0) throw new EgressRefused(`cannot resolve ${bare}`, { unresolved: true })
   const usable = exempt ? addresses : addresses.filter((a) => !policy.isPrivate(a.address))
   if (usable.length === 0) {
     throw new EgressRefused(
-      addresses.length === 0
-        ? `cannot resolve ${bare}`
-        : `${bare} resolves to ${addresses.map((a) => a.address).join(', ')}: loopback, private, link-local and metadata addresses are not reachable`,
+      `${bare} resolves to ${addresses.map((a) => a.address).join(', ')}: loopback, private, link-local and metadata addresses are not reachable, nor are this host's own addresses`,
+      { address: addresses[0]!.address },
     )
   }
   return usable[0]!

@@ -1,12 +1,12 @@
 // Screenshots of untrusted pages with playwright-core and a system Chromium. Every request
 // Chromium makes (the page, its redirects and sub-resources, loopback included) goes through a
-// private EgressProxy (controllers/local/egress-proxy.ts: the sandbox address rule, checked after
-// resolution, connection pinned), and WebRTC may not bypass it. Used by the scheduler's screenshot
+// private EgressProxy (egress-proxy.ts: the sandbox's egress rule, checked after resolution,
+// connection pinned), and WebRTC may not bypass it. Used by the scheduler's screenshot
 // sibling and by review sessions' snapshot of a live page.
 import { constants } from 'node:fs'
 import { access } from 'node:fs/promises'
 import type { AddressInfo } from 'node:net'
-import { createEgressProxy } from '../../controllers/local/egress-proxy.ts'
+import { createEgressProxy } from './egress-proxy.ts'
 
 export const DEFAULT_CHROMIUM_PATH = '/usr/bin/chromium'
 export const CHROMIUM_FLAGS = [

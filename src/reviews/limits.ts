@@ -1,10 +1,19 @@
 // Bounds of review sessions, defined once: the zip reader enforces them, the request and submission
-// schemas (src/catalog/schemas/reviews.ts) state them, docs/reviews.md lists them.
+// schemas and the submission route state the ones the API shows (defined in the catalog,
+// src/catalog/schemas/review-limits.ts, and re-exported here), docs/reviews.md lists them.
 
-/** Decoded zip bytes at most (SPEC Limits "zipData size"). */
-export const ZIP_MAX_BYTES = 10 * 1024 * 1024
-/** Longest base64 text that can decode to ZIP_MAX_BYTES (13,981,016 characters). */
-export const ZIP_MAX_BASE64_CHARS = Math.ceil(ZIP_MAX_BYTES / 3) * 4
+export {
+  CONSOLE_MESSAGE_MAX_CHARS,
+  PIN_SELECTOR_MAX_CHARS,
+  PIN_TEXT_MAX_CHARS,
+  REVIEW_COMMENT_MAX_CHARS,
+  REVIEW_MAX_CONSOLE_ENTRIES,
+  REVIEW_MAX_PINS,
+  SUBMISSION_MAX_BYTES,
+  ZIP_MAX_BASE64_CHARS,
+  ZIP_MAX_BYTES,
+} from '../catalog/schemas/review-limits.ts'
+
 /** Entries in the central directory at most (checked before any entry is read). */
 export const ZIP_MAX_ENTRIES = 2000
 /** Uncompressed bytes of one entry at most, counted as they are inflated (not as declared). */
@@ -16,16 +25,6 @@ export const ZIP_MAX_RATIO = 200
 export const ZIP_RATIO_FLOOR_BYTES = 1024 * 1024
 /** A path inside the site at most (UTF-8 bytes). */
 export const SITE_PATH_MAX_BYTES = 1024
-
-/** What a reviewer submits at most. */
-export const REVIEW_MAX_PINS = 200
-export const REVIEW_COMMENT_MAX_CHARS = 10_000
-export const PIN_TEXT_MAX_CHARS = 200
-export const PIN_SELECTOR_MAX_CHARS = 2000
-export const REVIEW_MAX_CONSOLE_ENTRIES = 200
-export const CONSOLE_MESSAGE_MAX_CHARS = 2000
-/** Body limit of the submission route (200 pins × 10k-character comments fit). */
-export const SUBMISSION_MAX_BYTES = 4 * 1024 * 1024
 
 /** Live pages: the first load (at creation) and each proxied request. */
 export const PROXY_TIMEOUT_MS = 15_000

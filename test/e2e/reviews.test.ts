@@ -20,6 +20,7 @@ import type { Browser } from 'playwright-core'
 import { startCli, type CliProcess } from '../helpers/cli.ts'
 import { reachableRedis, throwawayDatabase } from '../helpers/servers.ts'
 import { attackCorpus } from '../helpers/zip-corpus.ts'
+import { SUBMISSION_MAX_BYTES } from '../../src/reviews/limits.ts'
 import { launchChromium, pinElement, setOverallComment, submitReview } from '../helpers/reviewer-driver.ts'
 
 type Json = Record<string, any>
@@ -234,6 +235,30 @@ t.test('an uploaded site: created on plan credit, pinned in Chromium, delivered 
   t.equal(refusal.instance, '/reviews/{capability}/submission', 'the problem names the route, not the capability')
   t.notOk(JSON.stringify(refusal).includes(capability), 'the capability appears nowhere in the problem')
   t.notOk(cli.output().includes(capability), 'nor in the service log')
+  // The declared length decides before any of the body is read; the server then closes the
+  // connection, so a client still uploading megabytes may meet EPIPE instead of the answer.
+  const oversize = await new Promise<{ status: number | undefined; type: string | undefined; body: string }>((resolve, reject) => {
+    const request = http.request(`${session.shareUrl}/submission`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-length': String(SUBMISSION_MAX_BYTES + 1) },
+    })
+    request.on('error', reject)
+    request.on('response', (response) => {
+      let body = ''
+      response.setEncoding('utf8')
+      response.on('data', (chunk: string) => {
+        body += chunk
+      })
+      response.on('end', () => {
+        resolve({ status: response.statusCode, type: response.headers['content-type'], body })
+        request.destroy()
+      })
+    })
+    request.flushHeaders()
+  })
+  t.equal(oversize.status, 413, 'a submission larger than SUBMISSION_MAX_BYTES is refused for its size (under the 16 MiB listener limit)')
+  t.match(oversize.type, /^application\/problem\+json/)
+  t.match(JSON.parse(oversize.body), { code: 'payload_too_large', instance: '/reviews/{capability}/submission' })
 
   const stranger = (await (await fetch(`${cli.gateway}/auth/register`, { method: 'POST' })).json()) as Json
   const hidden = await fetch(`${cli.gateway}/api/v1/annotate/reviews/${session.reviewId}`, { headers: { authorization: `Bearer ${stranger.accessToken}` } })

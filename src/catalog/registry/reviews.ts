@@ -1,5 +1,6 @@
 // The annotation review service (reviews-create), sold on plans: its meter, its plans and its operations.
 import type { Meter, PlanSpec, ServiceSpec } from '../types.ts'
+import { SUBMISSION_MAX_BYTES } from '../schemas/review-limits.ts'
 import { CapabilityParams, ReviewDocument, ReviewIdParams, ReviewRequest, ReviewSession, ReviewStatus, ReviewSubmission } from '../schemas/reviews.ts'
 import { PLAN_HOW, problem } from './common.ts'
 
@@ -96,7 +97,8 @@ export const reviews: ServiceSpec = {
       access: 'payg',
       proof: 'none',
       pricing: { kind: 'free' },
-      schemas: { params: CapabilityParams, body: ReviewSubmission, response: { 200: ReviewDocument, 404: problem, 409: problem } },
+      schemas: { params: CapabilityParams, body: ReviewSubmission, response: { 200: ReviewDocument, 404: problem, 409: problem, 413: problem } },
+      bodyLimitBytes: SUBMISSION_MAX_BYTES,
       keywords: ['submit review', 'reviewer'],
     },
   ],

@@ -10,7 +10,7 @@ import {
   REVIEW_MAX_CONSOLE_ENTRIES,
   REVIEW_MAX_PINS,
   ZIP_MAX_BASE64_CHARS,
-} from '../../reviews/limits.ts'
+} from './review-limits.ts'
 
 export const ReviewRequest = Type.Object(
   {
@@ -157,16 +157,6 @@ export const ReviewDocument = Type.Object(
     comment: Type.String({ description: 'Overall comment (may be empty)' }),
     pins: Type.Array(ReviewPin),
     console: Type.Array(ConsoleEntry),
-  },
-  { additionalProperties: false },
-)
-
-/** The callback body (Standard Webhooks payload). */
-export const ReviewCallback = Type.Object(
-  {
-    type: Type.Literal('review.submitted'),
-    timestamp: Type.String({ format: 'date-time' }),
-    data: ReviewDocument,
   },
   { additionalProperties: false },
 )

@@ -1,25 +1,14 @@
 // Scheduler service ({scheduler_url}/api/v1). SPEC gives the create body and the operation list;
 // every response shape is designed here (see docs and descriptions). The vocabularies and bounds
-// come from the scheduling contract (src/scheduler/contract), which the domain validation and the
-// Task/Run resources share. Money in responses is integer micros as a decimal string; env is never
-// part of any response.
+// are the catalog's own (scheduler-vocabulary.ts, scheduler-limits.ts, scheduler-runtimes.ts);
+// the scheduling contract (src/scheduler/contract) re-exports them to the domain validation, the
+// Task/Run resources and the controllers. Money in responses is integer micros as a decimal
+// string; env is never part of any response.
 import { Type } from '@sinclair/typebox'
-import {
-  DAYS_OF_WEEK,
-  EVERY_VALUES,
-  FIELD_LIMITS,
-  FIELD_PATTERNS,
-  LLM_PROFILES,
-  PREINSTALLED,
-  RAILS,
-  RUN_STATES,
-  RUNTIMES,
-  SCHEDULER_LIMITS,
-  SIBLINGS,
-  TASK_STATES,
-  TRIGGER_TYPES,
-} from '../../scheduler/contract/index.ts'
 import { IdempotencyKey, MAX_SAFE_INTEGER, MicrosHeader, MicrosInput, MicrosString, Nullable, SignedMicrosString, StringEnum, Timestamp } from './common.ts'
+import { FIELD_LIMITS, FIELD_PATTERNS, SCHEDULER_LIMITS } from './scheduler-limits.ts'
+import { PREINSTALLED } from './scheduler-runtimes.ts'
+import { DAYS_OF_WEEK, EVERY_VALUES, LLM_PROFILES, RAILS, RUN_STATES, RUNTIMES, SIBLINGS, TASK_STATES, TRIGGER_TYPES } from './scheduler-vocabulary.ts'
 
 // ---------------------------------------------------------------- request parts
 

@@ -1,48 +1,53 @@
 // The scheduling contract: what the scheduler API, its domain and the controllers agree on, defined
-// once. It imports nothing of the scheduler outside itself (only src/platform and packages:
-// TypeBox, cron-parser), so the controllers depend on it and on no other part of src/scheduler
-// (test/unit/import-boundaries.test.ts holds both rules):
-// - enums.ts: the vocabularies (task and run states and phases, triggers, runtimes, …);
-// - limits.ts: the bounds (source size, runtime cap, dependency count, field lengths and syntax);
-// - runtimes.ts: what each runtime offers (preinstalled libraries, entrypoint endings);
+// once. It imports nothing of the scheduler outside itself (only src/platform, the catalog's
+// scheduler vocabularies, which are leaves, and packages: TypeBox, cron-parser), so the
+// controllers depend on it and on no other part of src/scheduler
+// (test/unit/import-boundaries.test.ts holds these rules):
+// - the API's vocabularies (task and run states, triggers, runtimes, …), bounds (source size,
+//   runtime cap, dependency count, field lengths and syntax) and what each runtime offers
+//   (preinstalled libraries, entrypoint endings), re-exported from the catalog, which states the
+//   API (src/catalog/schemas/scheduler-{vocabulary,limits,runtimes}.ts);
+// - enums.ts: the resources' own words (status phases, conditions, skip reasons, outcomes);
 // - resources.ts: the Task and Run resources as TypeBox schemas, their types, and the names the
 //   CRDs are generated under;
 // - schedule.ts: what a schedule means (compiling, slots, Run names);
 // - ports.ts: the ResourceStore, RunExecutor and RunLedger ports and the store's errors.
+export { FIELD_LIMITS, FIELD_PATTERNS, SCHEDULER_LIMITS } from '../../catalog/schemas/scheduler-limits.ts'
+export { ENTRYPOINT_EXTENSIONS, PREINSTALLED } from '../../catalog/schemas/scheduler-runtimes.ts'
 export {
-  CONCURRENCY_POLICIES,
-  CONDITION_STATUSES,
   DAYS_OF_WEEK,
   EVERY_VALUES,
-  EXECUTION_OUTCOMES,
   LLM_PROFILES,
   RAILS,
-  RUN_PHASES,
   RUN_STATES,
   RUNTIMES,
   SIBLINGS,
-  SKIP_REASONS,
-  TASK_PHASES,
   TASK_STATES,
   TRIGGER_TYPES,
-  type ConcurrencyPolicy,
-  type ConditionStatus,
   type DayOfWeekName,
   type Every,
-  type ExecutionOutcome,
   type LlmProfileName,
   type Rail,
-  type RunPhase,
   type RunState,
   type Runtime,
   type SiblingName,
-  type SkipReason,
-  type TaskPhase,
   type TaskState,
   type TriggerType,
+} from '../../catalog/schemas/scheduler-vocabulary.ts'
+export {
+  CONCURRENCY_POLICIES,
+  CONDITION_STATUSES,
+  EXECUTION_OUTCOMES,
+  RUN_PHASES,
+  SKIP_REASONS,
+  TASK_PHASES,
+  type ConcurrencyPolicy,
+  type ConditionStatus,
+  type ExecutionOutcome,
+  type RunPhase,
+  type SkipReason,
+  type TaskPhase,
 } from './enums.ts'
-export { FIELD_LIMITS, FIELD_PATTERNS, SCHEDULER_LIMITS } from './limits.ts'
-export { ENTRYPOINT_EXTENSIONS, PREINSTALLED } from './runtimes.ts'
 export {
   ConditionSchema,
   formatDuration,

@@ -6,7 +6,8 @@
 // - RunExecutor: runs ONE attempt of a Run and reports what happened. controllers/local/
 //   sandbox-executor.ts (a bubblewrap sandbox) and controllers/kubernetes/job-executor.ts (a Job);
 // - RunLedger: the money side of a run, which the RunController calls (src/scheduler implements it).
-import type { ExecutionOutcome, Runtime, TriggerType } from './enums.ts'
+import type { Runtime, TriggerType } from '../../catalog/schemas/scheduler-vocabulary.ts'
+import type { ExecutionOutcome } from './enums.ts'
 
 // ---------------------------------------------------------------- ResourceStore
 // Semantics follow the API server:

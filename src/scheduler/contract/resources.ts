@@ -18,8 +18,9 @@
 // The status fields written for display give `kubectl get` columns scalars to show: conditions,
 // activeCount, lastRunName/lastRunPhase, lastSuccessfulTime, costMicros (Task); duration (Run).
 import { Type, type SchemaOptions, type Static, type TUnsafe } from '@sinclair/typebox'
-import { CONCURRENCY_POLICIES, CONDITION_STATUSES, RUN_PHASES, RUNTIMES, SKIP_REASONS, TASK_PHASES, TRIGGER_TYPES } from './enums.ts'
-import { FIELD_LIMITS, FIELD_PATTERNS, SCHEDULER_LIMITS } from './limits.ts'
+import { FIELD_LIMITS, FIELD_PATTERNS, SCHEDULER_LIMITS } from '../../catalog/schemas/scheduler-limits.ts'
+import { RUNTIMES, TRIGGER_TYPES } from '../../catalog/schemas/scheduler-vocabulary.ts'
+import { CONCURRENCY_POLICIES, CONDITION_STATUSES, RUN_PHASES, SKIP_REASONS, TASK_PHASES } from './enums.ts'
 import type { Resource } from './ports.ts'
 
 export const RESOURCE_GROUP = 'jobs.agent-gateway.dev'

@@ -40,8 +40,8 @@
 //   controller or a restart creating the same slot's Run gets AlreadyExists and does nothing.
 import { CronExpressionParser } from 'cron-parser'
 import { AppError } from '../../platform/errors.ts'
-import { DAYS_OF_WEEK, EVERY_VALUES, type DayOfWeekName, type Every } from './enums.ts'
-import { FIELD_LIMITS, FIELD_PATTERNS } from './limits.ts'
+import { FIELD_LIMITS, FIELD_PATTERNS } from '../../catalog/schemas/scheduler-limits.ts'
+import { DAYS_OF_WEEK, EVERY_VALUES, type DayOfWeekName, type Every } from '../../catalog/schemas/scheduler-vocabulary.ts'
 
 const CRON_DOW: Record<DayOfWeekName, number> = { sun: 0, mon: 1, tue: 2, wed: 3, thu: 4, fri: 5, sat: 6 }
 

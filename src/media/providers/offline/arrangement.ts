@@ -2,9 +2,9 @@
 // unambiguous), drums, bass, chords, pad, a melody per section kind (repeated sections repeat it,
 // which is what structure analysis looks for) and the lead-mapping roles. Intensity (1..10)
 // decides which parts play, how dense and how loud.
-import type { ExtraPart, PartName, PlanNote, PlanPart, Style } from './composer.ts'
 import { DRUM_ELEMENT_NOTES, type DrumElement, GROOVES, STEP_VELOCITY } from './grooves.ts'
 import { BLUES, type Chord, clampMidi, type Group, groupOf, JAZZ, makeChord, nearestWithPc, PROGRESSIONS, scaleStep } from './harmony.ts'
+import type { ExtraPart, PartName, PlanNote, PlanPart, Style } from './plan.ts'
 import { createRng } from './rng.ts'
 import { programName, type SectionKind } from './vocabulary.ts'
 

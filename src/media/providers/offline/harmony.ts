@@ -1,7 +1,7 @@
 // Harmony of the offline composer: cadencing progressions per section group (so the key is
 // unambiguous: the tonic and a major V are in them), chords with sevenths where the style wants
 // them, harmonic minor over V, and pitch helpers (nearest chord tone, scale steps).
-import type { Style } from './composer.ts'
+import type { Style } from './plan.ts'
 import type { SectionKind } from './vocabulary.ts'
 
 export type Group = 'verse' | 'chorus' | 'bridge' | 'build'

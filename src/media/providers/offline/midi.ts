@@ -2,7 +2,7 @@
 // drums on channel 10 (index 9, the kit as its program), program, volume, pan and effect sends
 // set at tick 0, one tempo and a 4/4 time signature.
 import tonejs from '@tonejs/midi'
-import type { MusicalPlan } from './composer.ts'
+import type { MusicalPlan } from './plan.ts'
 
 /** Ticks per quarter note: 16th-note swing and 32nd rolls land on whole ticks. */
 export const PPQ = 480

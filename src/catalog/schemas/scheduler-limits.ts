@@ -1,7 +1,7 @@
-// The scheduler's bounds, each written once: the HTTP schemas, the Task resource schema (hence the
-// CRD the API server enforces), the domain validation and the rate card's hard caps all read them
-// from here. SPEC leaves these numbers open; they are decided here, and GET /api/v1/rates publishes
-// the per-task caps (hard_caps).
+// The scheduler API's bounds, each written once: the HTTP schemas, the Task resource schema (hence
+// the CRD the API server enforces; src/scheduler/contract re-exports them), the domain validation
+// and the rate card's hard caps all read them from here. SPEC leaves these numbers open; they are
+// decided here, and GET /api/v1/rates publishes the per-task caps (hard_caps).
 
 /** Per-task caps: the create body, the Task resource and GET /api/v1/rates agree on them. */
 export const SCHEDULER_LIMITS = {

@@ -1,26 +1,22 @@
-// Egress proxy for sandboxed task runs (local mode). The sandbox has no network of its own
-// (`bwrap --unshare-net`); its only way out is this proxy, reached over a unix socket that is
-// bind-mounted into the sandbox. The proxy speaks plain forward-proxy HTTP (absolute-form
-// requests) and CONNECT tunnels, resolves every hostname itself and refuses loopback, private,
-// CGNAT, link-local (cloud metadata), multicast and reserved addresses AFTER resolution, then
-// connects to exactly the address it checked, so DNS rebinding cannot slip a private address in.
+// A forward proxy that holds its clients to the egress rule (egress.ts): plain forward-proxy HTTP
+// (absolute-form requests) and CONNECT tunnels, every host resolved and checked here after
+// resolution, and the connection made to exactly the address that was checked, so DNS rebinding
+// cannot slip a private address in. Its clients have no other way out: a sandboxed task run
+// (controllers/local/sandbox.ts, over a unix socket bind-mounted into the sandbox) and the
+// Chromium of a page-shot (page-shots.ts, on a loopback port).
 //
-// Two narrow exceptions, both set by the service, never by the sandbox:
+// Two narrow exceptions, both set by the service, never by the client:
 // - `allow`: exact "host:port" pairs exempt from the address rule (the operator's package
 //   index / registry mirror), revocable with `revokeAllow()` once the install phase is over;
 // - `helper`: absolute-form requests for one virtual host (default `agw-helper.internal`) are
 //   forwarded to the service's per-run helper endpoint.
 
-import dns from 'node:dns/promises'
 import { chmod, chown } from 'node:fs/promises'
 import http from 'node:http'
 import https from 'node:https'
 import net from 'node:net'
-import os from 'node:os'
 import type { Duplex } from 'node:stream'
-import { isPrivateAddress } from '../../src/platform/addresses.ts'
-
-export { isPrivateAddress }
+import { EgressRefused, type EgressPolicy, egressPolicy, resolveTarget } from './egress.ts'
 
 export interface EgressLogEntry {
   at: number
@@ -36,15 +32,12 @@ export interface EgressLogEntry {
 }
 
 export interface EgressProxyOptions {
-  /** Exact `host:port` pairs (as the client names them) exempt from the private-address rule. */
-  allow?: string[]
+  /** Exact `host:port` pairs exempt from the address rule (EgressOptions.allow). */
+  allow?: readonly string[]
   /** Requests for `http://<host>/…` are forwarded to `target` (the per-run helper endpoint). */
   helper?: { host?: string; target: string }
-  /**
-   * Addresses refused even though public: by default every address of this host's interfaces
-   * (a public IP of the service host is still the service host).
-   */
-  denyAddresses?: string[]
+  /** Addresses refused although public (EgressOptions.denyAddresses; default this host's own). */
+  denyAddresses?: readonly string[]
   /** Resolver; defaults to the system's (`dns.lookup`, so /etc/hosts counts). */
   lookup?: (host: string) => Promise<Array<{ address: string; family: number }>>
   connectTimeoutMs?: number
@@ -90,10 +83,8 @@ type Verdict = { ok: true; address: string; family: number } | { ok: false; stat
 
 export class EgressProxy {
   readonly server: http.Server
-  private readonly allow: Set<string>
+  private policy: EgressPolicy
   private readonly helper: { host: string; target: URL } | undefined
-  private readonly lookup: (host: string) => Promise<Array<{ address: string; family: number }>>
-  private readonly denied: Set<string>
   private readonly connectTimeoutMs: number
   private readonly onLog: ((e: EgressLogEntry) => void) | undefined
   private readonly clock: () => number
@@ -103,12 +94,12 @@ export class EgressProxy {
   readonly log: EgressLogEntry[] = []
 
   constructor(options: EgressProxyOptions = {}) {
-    this.allow = new Set((options.allow ?? []).map((a) => a.toLowerCase()))
+    this.policy = egressPolicy({
+      ...(options.allow ? { allow: options.allow } : {}),
+      ...(options.lookup ? { lookup: options.lookup } : {}),
+      ...(options.denyAddresses ? { denyAddresses: options.denyAddresses } : {}),
+    })
     this.helper = options.helper ? { host: (options.helper.host ?? HELPER_HOST).toLowerCase(), target: new URL(options.helper.target) } : undefined
-    this.lookup = options.lookup ?? ((host) => dns.lookup(host, { all: true, verbatim: true }))
-    this.denied = new Set(
-      (options.denyAddresses ?? Object.values(os.networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address))).map((a) => a.toLowerCase().replace(/%.*$/, '')),
-    )
     this.connectTimeoutMs = options.connectTimeoutMs ?? 10_000
     this.onLog = options.onLog
     this.clock = options.clock ?? Date.now
@@ -121,7 +112,7 @@ export class EgressProxy {
 
   /** Drop the `allow` exceptions (called when the dependency install phase ends). */
   revokeAllow(): void {
-    this.allow.clear()
+    this.policy = { ...this.policy, allow: new Set() }
   }
 
   /** Listen on a unix socket path (owned by `owner` when given, mode 0600) or a TCP port. */
@@ -164,30 +155,15 @@ export class EgressProxy {
     this.onLog?.(e)
   }
 
-  /** Resolve and apply the address policy. */
+  /** The egress rule for host:port: the address to connect to, or why not (502 unresolvable, 403 refused). */
   async check(host: string, port: number): Promise<Verdict> {
-    const exempt = this.allow.has(`${host}:${port}`)
-    let addrs: Array<{ address: string; family: number }>
-    const literal = host.replace(/^\[|\]$/g, '')
-    if (net.isIP(literal)) addrs = [{ address: literal, family: net.isIP(literal) }]
-    else {
-      try {
-        addrs = await this.lookup(host)
-      } catch (err) {
-        return { ok: false, status: 502, reason: `cannot resolve ${host}: ${(err as NodeJS.ErrnoException).code ?? err}` }
-      }
+    try {
+      const target = await resolveTarget(this.policy, host, port)
+      return { ok: true, address: target.address, family: target.family }
+    } catch (err) {
+      if (!(err instanceof EgressRefused)) throw err
+      return { ok: false, status: err.unresolved ? 502 : 403, reason: err.message, ...(err.address === undefined ? {} : { address: err.address }) }
     }
-    if (addrs.length === 0) return { ok: false, status: 502, reason: `cannot resolve ${host}` }
-    const usable = exempt ? addrs : addrs.filter((a) => !isPrivateAddress(a.address) && !this.denied.has(a.address.toLowerCase()))
-    if (usable.length === 0) {
-      return {
-        ok: false,
-        status: 403,
-        address: addrs[0]!.address,
-        reason: `${host} resolves to ${addrs.map((a) => a.address).join(', ')}: loopback/private/link-local/metadata addresses and the service host's own addresses are not reachable from a sandbox`,
-      }
-    }
-    return { ok: true, address: usable[0]!.address, family: usable[0]!.family }
   }
 
   private async onConnect(req: http.IncomingMessage, client: Duplex, head: Buffer): Promise<void> {
