@@ -15,25 +15,15 @@ import { checkSongRequest, type SongShape } from '../media/request-rules.ts'
 import type { MediaClient } from '../media/service.ts'
 import { gatewayHandlers, registerDevRoutes } from './handlers.ts'
 import { mediaHandlers } from './media-handlers.ts'
-import { REVIEW_OPERATIONS, registerReviewerPages, reviewHandlers } from '../reviews/app.ts'
+import { registerReviewerPages, reviewHandlers } from '../reviews/app.ts'
 import type { ReviewService } from '../reviews/service.ts'
 import type { ReviewerAssets, ReviewOrigins } from '../reviews/types.ts'
 import { createOperationDispatcher, type LocalApps } from '../mcp/dispatcher.ts'
 import { registerMcpRoute } from '../mcp/server.ts'
 
-/** Operations this role answers today; the rest of the gateway's registry answers 501. */
-export const GATEWAY_OPERATIONS = [
-  'getAgentGuide',
-  'postAgentGuide',
-  'postAgentQuote',
-  'registerAgent',
-  'startAgentClaim',
-  'verifyAgentClaim',
-  'purchasePlan',
-  'generateSongs',
-  'synthesizeSpeech',
-  ...REVIEW_OPERATIONS,
-] as const
+import { GATEWAY_OPERATIONS } from './operations.ts'
+
+export { GATEWAY_OPERATIONS }
 
 export interface GatewayDeps extends ServiceAppDeps {
   payments: Payments

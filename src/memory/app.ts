@@ -26,7 +26,9 @@ import type { MemoryMoney } from './deposits.ts'
 import type { RecordInput } from './records.ts'
 import { depositorHint, offerDepositRail } from './deposit-offer.ts'
 
-export const MEMORY_OPERATIONS = ['rememberMemory', 'depositMemoryFunds', 'recallMemories', 'expandMemories', 'getMemoryAccount', 'withdrawMemoryDeposit'] as const
+import { MEMORY_OPERATIONS } from './operations.ts'
+
+export { MEMORY_OPERATIONS }
 
 export interface MemoryAppDeps extends ServiceAppDeps {
   payments: Payments
@@ -73,7 +75,7 @@ export function buildMemoryApp(deps: MemoryAppDeps): FastifyInstance {
     rememberMemory: async (request, reply) => {
       const payment = request.payment
       if (payment === null || payment.payer === null || payment.replayKey === null || payment.bind === undefined) {
-        throw new AppError('INTERNAL', 'rememberMemory ran without a payment')
+        throw new AppError('internal', 'rememberMemory ran without a payment')
       }
       const prepared = await service.prepare(request.body as RecordInput)
       // The payer is the proof's verified signer; its deposit pays when it covers the write.
@@ -89,7 +91,7 @@ export function buildMemoryApp(deps: MemoryAppDeps): FastifyInstance {
     depositMemoryFunds: async (request) => {
       const payment = request.payment
       if (payment === null || payment.payer === null || payment.replayKey === null || payment.bind === undefined) {
-        throw new AppError('INTERNAL', 'depositMemoryFunds ran without a payment')
+        throw new AppError('internal', 'depositMemoryFunds ran without a payment')
       }
       const payer = payment.payer.toLowerCase()
       const replayKey = payment.replayKey

@@ -1,7 +1,7 @@
 // The memory role, assembled: the key ring and owner keys, the embedder the configuration names
 // (upstream, a local ONNX model directory, or the model-free lexical default), the service, its
 // money (deposits, withdrawals, per-call write decisions), dreaming on the job queue, and the
-// listener's dependencies. runtime.ts starts it and stops it.
+// listener's dependencies. src/roles/memory.ts starts it and stops it.
 import type { Config } from '../platform/config.ts'
 import type { Db } from '../platform/db/index.ts'
 import type { Logger } from '../platform/logger.ts'
@@ -18,7 +18,7 @@ import { registerMemoryMoney, type MemoryMoney } from './deposits.ts'
 import { createDreamHost } from './dream-host.ts'
 import { createChatModel } from './dreaming/chat.ts'
 import { createDreamer, DREAM_DISABLED_REASON, type Dreamer } from './dreaming/dreamer.ts'
-import { openJobQueue, type JobQueue } from '../platform/jobs.ts'
+import type { JobQueue } from '../platform/jobs.ts'
 
 export interface MemoryRole {
   service: MemoryService
@@ -63,7 +63,18 @@ export async function openEmbedder(config: Config, logger: Logger): Promise<Embe
   return createLexicalEmbedder()
 }
 
-export async function openMemoryRole(deps: { config: Config; db: Db; clock: Clock; logger: Logger; payments: Payments }): Promise<MemoryRole> {
+export async function openMemoryRole(deps: {
+  config: Config
+  db: Db
+  clock: Clock
+  logger: Logger
+  payments: Payments
+  /**
+   * The process's job queue, opened on the first call and stopped by its owner (src/roles). Without
+   * it, dreaming opens a queue of its own, stopped with the role.
+   */
+  jobs?: () => Promise<JobQueue>
+}): Promise<MemoryRole> {
   const { config, db, logger, payments } = deps
   const ring = await openKeyRing(config)
   // Refuse to start with a ring that lacks the key every replica wraps new data keys under.
@@ -73,12 +84,18 @@ export async function openMemoryRole(deps: { config: Config; db: Db; clock: Cloc
   const spec = findService('memory')
   if (spec === undefined || spec.meter === undefined) throw new Error('the registry has no memory service with a meter')
   // Dreaming runs on the Postgres-backed job queue: one sweep per cron slot across replicas, one
-  // job per owner at a time. Without a model it is off, says so, and no queue is started (its
+  // job per owner at a time. Without a model it is off, says so, and no queue is asked for (its
   // pollers would only compete with requests for the embedded database).
-  let queue: JobQueue | undefined
+  let ownQueue: JobQueue | undefined
   let dreamer: Dreamer | undefined
   if (config.memoryDreamUrl) {
-    queue = await openJobQueue({ db, logger })
+    let queue: JobQueue
+    if (deps.jobs) {
+      queue = await deps.jobs()
+    } else {
+      const { openJobQueue } = await import('../platform/jobs.ts')
+      queue = ownQueue = await openJobQueue({ db, logger })
+    }
     const chat = createChatModel({
       url: config.memoryDreamUrl,
       apiKey: config.memoryDreamApiKey,
@@ -129,7 +146,7 @@ export async function openMemoryRole(deps: { config: Config; db: Db; clock: Cloc
     }),
     async stop() {
       clearInterval(refundTimer)
-      await queue?.stop({ timeoutMs: 10_000 })
+      await ownQueue?.stop({ timeoutMs: 10_000 })
       await embedder.close?.()
     },
   }

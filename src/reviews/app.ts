@@ -20,7 +20,9 @@ import type { CreateReviewInput, ReviewService } from './service.ts'
 import type { StaticAsset } from '../platform/html.ts'
 import type { ReviewerAssets, ReviewOrigins } from './types.ts'
 
-export const REVIEW_OPERATIONS = ['createReviewSession', 'getReviewSession', 'submitReview'] as const
+import { REVIEW_OPERATIONS } from './operations.ts'
+
+export { REVIEW_OPERATIONS }
 
 export interface ReviewAppDeps {
   service: ReviewService

@@ -7,7 +7,7 @@ import type { BlobStore } from '../platform/blobs.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Db } from '../platform/db/index.ts'
 import { egressPolicy } from '../platform/egress.ts'
-import { openJobQueue, type JobQueue } from '../platform/jobs.ts'
+import type { JobQueue } from '../platform/jobs.ts'
 import type { Logger } from '../platform/logger.ts'
 import { createPageShots } from '../platform/page-shots.ts'
 import type { PlanSpec } from '../catalog/types.ts'
@@ -26,7 +26,6 @@ export interface ReviewsRole {
   assets: ReviewerAssets
   /** The isolated origin's application (listen on REVIEWS_PORT). */
   siteHost: FastifyInstance
-  stop(): Promise<void>
 }
 
 export async function openReviewsRole(deps: {
@@ -35,62 +34,55 @@ export async function openReviewsRole(deps: {
   blobs: BlobStore
   clock: Clock
   logger: Logger
+  /** The process's job queue (its owner stops it): callback deliveries and the retention sweep run on it. */
+  jobs: JobQueue
   plans: readonly PlanSpec[]
   priceMicros: bigint
 }): Promise<ReviewsRole> {
-  const { config, db, blobs, clock, logger } = deps
+  const { config, db, blobs, clock, logger, jobs } = deps
   const keys = createReviewKeys(await reviewsMasterKeys(db, config.reviewsSecretKeys?.join(',')))
   const egress = egressPolicy({ allow: config.reviewsEgressAllow })
   const origins = reviewOrigins(config.publicReviewsUrl, new URL(config.publicBaseUrl).origin)
-  const jobs: JobQueue = await openJobQueue({ db, logger: logger.child({ component: 'jobs' }) })
-  try {
-    const callbacks = createCallbackDelivery({
-      db,
-      jobs,
-      keys,
-      egress,
-      clock,
-      logger: logger.child({ component: 'review-callbacks' }),
-      retry: { limit: config.reviewsCallbackRetryLimit, delaySeconds: config.reviewsCallbackRetryDelaySec },
-    })
-    await callbacks.declare()
-    await callbacks.start()
-    const retentionDays = config.reviewsRetentionDays
-    await createRetentionSweep({ db, blobs, clock, retentionDays, logger: logger.child({ component: 'review-retention' }) }).start(jobs)
-    const service = createReviewService({
-      db,
-      blobs,
-      keys,
-      callbacks,
-      origins,
-      egress,
-      clock,
-      plans: deps.plans,
-      priceMicros: deps.priceMicros,
-      gatewayUrl: config.publicBaseUrl,
-      retentionDays,
-    })
-    const siteHost = buildSiteHostApp({
-      directory: service.directory,
-      blobs,
-      origins,
-      assets: createSiteAssets(origins.reviewer),
-      egress,
-      screenshots: createPageShots({ chromiumPath: config.chromiumPath, egressAllow: config.reviewsEgressAllow }),
-      logger: logger.child({ component: 'reviews-site' }),
-      nowMs: () => clock.nowMs(),
-    })
-    return {
-      service,
-      origins,
-      assets: createReviewerAssets(),
-      siteHost,
-      async stop() {
-        await jobs.stop({ timeoutMs: 5000 })
-      },
-    }
-  } catch (err) {
-    await jobs.stop({ timeoutMs: 1000 }).catch(() => {})
-    throw err
+  const callbacks = createCallbackDelivery({
+    db,
+    jobs,
+    keys,
+    egress,
+    clock,
+    logger: logger.child({ component: 'review-callbacks' }),
+    retry: { limit: config.reviewsCallbackRetryLimit, delaySeconds: config.reviewsCallbackRetryDelaySec },
+  })
+  await callbacks.declare()
+  await callbacks.start()
+  const retentionDays = config.reviewsRetentionDays
+  await createRetentionSweep({ db, blobs, clock, retentionDays, logger: logger.child({ component: 'review-retention' }) }).start(jobs)
+  const service = createReviewService({
+    db,
+    blobs,
+    keys,
+    callbacks,
+    origins,
+    egress,
+    clock,
+    plans: deps.plans,
+    priceMicros: deps.priceMicros,
+    gatewayUrl: config.publicBaseUrl,
+    retentionDays,
+  })
+  const siteHost = buildSiteHostApp({
+    directory: service.directory,
+    blobs,
+    origins,
+    assets: createSiteAssets(origins.reviewer),
+    egress,
+    screenshots: createPageShots({ chromiumPath: config.chromiumPath, egressAllow: config.reviewsEgressAllow }),
+    logger: logger.child({ component: 'reviews-site' }),
+    nowMs: () => clock.nowMs(),
+  })
+  return {
+    service,
+    origins,
+    assets: createReviewerAssets(),
+    siteHost,
   }
 }

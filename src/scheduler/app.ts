@@ -29,34 +29,9 @@ import type { SchedulerService } from './service.ts'
 import type { PlanHolder } from './marketplace.ts'
 import { requireExecutor, type ExecutorHealth } from './executor-health.ts'
 
-export const SCHEDULER_OPERATIONS = [
-  'getSchedulerIndex',
-  'getSchedulerRates',
-  'listSiblings',
-  'createTask',
-  'fundTask',
-  'cloneTask',
-  'updateTask',
-  'replaceTaskEnv',
-  'pauseTask',
-  'resumeTask',
-  'enableTaskWebhook',
-  'disableTaskWebhook',
-  'runTaskWebhook',
-  'getTask',
-  'runTaskNow',
-  'triggerTask',
-  'listTaskRuns',
-  'getRun',
-  'getOwnerUsage',
-  'getTaskLedger',
-  'deleteTask',
-  'getAccount',
-  'listAccountKeys',
-  'getAccountLedger',
-  'revokeAccountKey',
-  'createAccountKey',
-] as const
+import { SCHEDULER_OPERATIONS } from './operations.ts'
+
+export { SCHEDULER_OPERATIONS }
 
 export interface SchedulerAppDeps extends ServiceAppDeps {
   payments: Payments
