@@ -105,11 +105,3 @@ export async function checkMediaPrerequisites(options: MediaPrerequisiteOptions 
   }
   return { ok: problems.length === 0, tools, problems }
 }
-
-/** A human block for stderr: every problem and its fix. */
-export function formatMediaReport(report: MediaPrerequisiteReport): string {
-  if (report.ok) return `agent-gateway: media tools ready (${Object.values(report.tools).join('; ')})\n`
-  const lines = ['agent-gateway: the media role is missing system tools (offline songs, speech and audio delivery need them):']
-  for (const problem of report.problems) lines.push(`  - ${problem.tool}: ${problem.reason}`, `    fix: ${problem.fix}`)
-  return `${lines.join('\n')}\n`
-}

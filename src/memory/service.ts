@@ -159,12 +159,12 @@ export function createMemoryService(deps: MemoryServiceDeps) {
     if (row === undefined) return undefined
     const ownerKeys = await keys.keysOf(db, row.owner)
     if (ownerKeys === undefined || row.request_hash !== requestMac(ownerKeys, canonicalBody(input))) {
-      throw new AppError('IDEMPOTENCY_CONFLICT', 'This Idempotency-Key was used for another write; use a new key for new content', { field: 'header.idempotency-key' })
+      throw new AppError('idempotency_conflict', 'This Idempotency-Key was used for another write; use a new key for new content', { field: 'header.idempotency-key' })
     }
     if (row.state === 'provisional') {
       // Its payment is not decided yet: answering 201 would promise a write that may still be
       // undone. A failed payment deletes the record and frees the key for a paid retry.
-      throw new AppError('PAYMENT_SETTLING', 'The write with this Idempotency-Key is waiting for its payment to settle; retry in a few seconds', {
+      throw new AppError('payment_settling', 'The write with this Idempotency-Key is waiting for its payment to settle; retry in a few seconds', {
         field: 'header.idempotency-key',
         headers: { 'retry-after': '5' },
       })

@@ -155,10 +155,6 @@ export async function contentRowsAndVersion(q: Queryable, owner: OwnerId, ids: r
   return { rows: found.filter((row) => row.id !== null), version: found[0]?.owner_version }
 }
 
-export async function recordById(q: Queryable, id: string): Promise<ContentRow | undefined> {
-  return (await q.query<ContentRow>(`select ${CONTENT_COLUMNS} from memory_records where id = $1`, [id]))[0]
-}
-
 export async function recordByIdempotencyKey(q: Queryable, key: string): Promise<ContentRow | undefined> {
   return (await q.query<ContentRow>(`select ${CONTENT_COLUMNS} from memory_records where idempotency_key = $1`, [key]))[0]
 }

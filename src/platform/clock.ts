@@ -9,21 +9,6 @@ export const systemClock: Clock = {
   nowMs: () => Date.now(),
 }
 
-/** A clock tests move by hand. */
-export function manualClock(start: Date | number = 0): Clock & { set(ms: number): void; advance(ms: number): void } {
-  let current = typeof start === 'number' ? start : start.getTime()
-  return {
-    now: () => new Date(current),
-    nowMs: () => current,
-    set: (ms) => {
-      current = ms
-    },
-    advance: (ms) => {
-      current += ms
-    },
-  }
-}
-
 /** Timers on some clock's time line: the real ones, or a test clock's that fire as it advances. */
 export interface Timers {
   setTimeout(fn: () => void, ms: number): unknown

@@ -1,6 +1,7 @@
 // One coded error catalogue for every role. Every 4xx/5xx leaves the process as
 // application/problem+json (RFC 9457) with `type`, `title`, `status`, `detail`, `code`.
-// Codes in UPPER_SNAKE come from the scheduler's SPEC list; lower_snake ones from the gateway's.
+// Codes in UPPER_SNAKE come from the scheduler's SPEC list; lower_snake ones are the gateway's and
+// the memory service's (docs/errors.md).
 
 export interface ProblemBody {
   type: string
@@ -56,6 +57,8 @@ export const errorCatalogue = {
   embedding_failed: { status: 502, title: 'Embedding upstream failed' },
   embedding_timeout: { status: 504, title: 'Embedding upstream timed out' },
   insufficient_deposit: { status: 402, title: 'Deposit balance below the cost of this write' },
+  idempotency_conflict: { status: 409, title: 'Idempotency key reused with another body' },
+  payment_settling: { status: 409, title: 'Payment still settling' },
   // reviews (annotation review sessions); see docs/reviews.md
   url_not_allowed: { status: 400, title: 'URL not allowed' },
   zip_rejected: { status: 400, title: 'Zip bundle refused' },

@@ -23,7 +23,3 @@ export function formatUsd(micros: Micros): string {
   const frac = (abs % MICROS_PER_USD).toString().padStart(6, '0')
   return `${negative ? '-' : ''}${whole}.${frac}`
 }
-
-export function microsToString(micros: Micros): string {
-  return micros.toString()
-}

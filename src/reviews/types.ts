@@ -89,9 +89,6 @@ export interface ReviewOrigins {
 /** Path prefix of the isolated origin's own files (overlay scripts, proxied cross-origin resources). */
 export const SITE_RESERVED_PREFIX = '/__agent_gateway__/'
 
-/** Messages between the reviewer page (parent) and the overlay in the site frame. */
-export const OVERLAY_PROTOCOL = 'agent-gateway-review/1'
-
 /**
  * The overlay the isolated origin adds to every HTML page of a site: `headTags` go first in
  * <head> (before the site's own scripts, so console errors are caught from the start); the files

@@ -1,12 +1,14 @@
 // End to end through the real CLI with real third-party clients: @x402/fetch (x402 v2 and v1)
 // and the mppx client buy plans, settling on the embedded local EVM (anvil) and on a scripted
 // Tempo JSON-RPC responder (no Tempo node can be installed here); replays are refused; the
-// advisor takes single-use $0 proofs; nothing that is not built is sold (unbuilt operations answer
-// 501 before any access rule, plans covering only unbuilt operations are refused with 409 before
-// the 402); the plan bought (scheduler-credit-5) opens the scheduler's marketplace rail, which
-// answers 401/403, never 402; claims go through the dev outbox; and everything survives a restart.
-import t from 'tap'
+// advisor takes single-use $0 proofs; nothing that is not built is sold (on the real gateway app
+// with the review service unbuilt, its operations answer 501 before any access rule and its plans
+// are refused with 409 before the 402); the plan bought (scheduler-credit-5) opens the scheduler's
+// marketplace rail, which answers 401/403, never 402; claims go through the dev outbox; and
+// everything survives a restart.
+import t, { type Test } from 'tap'
 import { mkdtempSync } from 'node:fs'
+import type { AddressInfo } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { x402Client } from '@x402/core/client'
@@ -22,6 +24,20 @@ import { tempo as tempoChain } from 'viem/tempo/chains'
 import { startCli, type CliProcess } from '../helpers/cli.ts'
 import { balanceOf, faucet } from '../helpers/dev-chain.ts'
 import { startTempoRpc, type TempoRpcResponder } from '../helpers/tempo-rpc.ts'
+import { memoryChain, memoryUsdc, type MemoryUsdc } from '../helpers/memory-chain.ts'
+import { mediaDown } from '../helpers/media.ts'
+import { registry } from '../../src/catalog/registry.ts'
+import { createCatalog } from '../../src/catalog/catalog.ts'
+import { buildGatewayApp } from '../../src/gateway/app.ts'
+import { openPayments } from '../../src/payments/index.ts'
+import { systemClock } from '../../src/platform/clock.ts'
+import { openDb } from '../../src/platform/db/index.ts'
+import { migrate, migrationsDir } from '../../src/platform/db/migrate.ts'
+import { openKeyValue } from '../../src/platform/kv/index.ts'
+import { createLogger } from '../../src/platform/logger.ts'
+import { createMailer } from '../../src/platform/mailer.ts'
+import { createMetrics } from '../../src/platform/metrics.ts'
+import { IMPLEMENTED_OPERATIONS } from '../../src/runtime.ts'
 
 // The plan the tests buy: one covering a built service (the scheduler's marketplace rail).
 const PLAN = 'scheduler-credit-5'
@@ -40,12 +56,67 @@ t.teardown(async () => {
   await rpc?.close()
 })
 
+// Every operation the CLI lists is built, so what happens to an unbuilt one is shown on the real
+// gateway app in this process, built as the CLI builds it but with the review service left out
+// (its operations unbuilt in the catalog and without handlers), over PGlite and an in-memory USDC.
+const UNBUILT_GATEWAY_URL = 'https://gw.unbuilt.test'
+const UNBUILT_PAY_TO = '0x000000000000000000000000000000000000c0de'
+
+async function reviewsUnbuilt(t: Test): Promise<{ base: string; token: MemoryUsdc }> {
+  const logger = createLogger('silent')
+  const db = await openDb({ kind: 'pglite', dataDir: 'memory://' })
+  await migrate(db, migrationsDir)
+  const kv = await openKeyValue({ kind: 'memory' })
+  const token = memoryUsdc()
+  const payments = await openPayments({
+    db,
+    kv,
+    logger,
+    clock: systemClock,
+    registry,
+    dataDir: '',
+    payTo: UNBUILT_PAY_TO,
+    gatewayUrl: UNBUILT_GATEWAY_URL,
+    chain: memoryChain(token),
+    reconcileEveryMs: 0,
+  })
+  const reviewOperations = new Set(
+    registry.services.filter((service) => service.slug === 'reviews-create').flatMap((service) => service.operations.map((operation) => operation.operationId)),
+  )
+  const catalog = createCatalog(registry, {
+    urls: { gateway: UNBUILT_GATEWAY_URL, scheduler: 'https://scheduler.unbuilt.test', memory: 'https://memory.unbuilt.test' },
+    implemented: new Set([...IMPLEMENTED_OPERATIONS].filter((operationId) => !reviewOperations.has(operationId))),
+  })
+  const mailer = createMailer({ from: 'test@localhost' })
+  const app = buildGatewayApp({
+    catalog,
+    logger,
+    metrics: createMetrics({ defaultMetrics: false }),
+    bodyLimitBytes: 1_000_000,
+    payTo: UNBUILT_PAY_TO,
+    readiness: {},
+    payments,
+    mailer,
+    db,
+    media: { client: mediaDown },
+  })
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  t.teardown(async () => {
+    await app.close()
+    mailer.close()
+    await payments.close()
+    await kv.close()
+    await db.close()
+  })
+  return { base: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`, token }
+}
+
 async function json<T = Record<string, unknown>>(response: Response): Promise<T> {
   return (await response.json()) as T
 }
 
-async function register(): Promise<string> {
-  const response = await fetch(`${cli.gateway}/auth/register`, { method: 'POST' })
+async function register(gateway = cli.gateway): Promise<string> {
+  const response = await fetch(`${gateway}/auth/register`, { method: 'POST' })
   t.equal(response.status, 201)
   return (await json<{ accessToken: string }>(response)).accessToken
 }
@@ -201,12 +272,12 @@ t.test('advisor quote takes a single-use $0 wallet proof (x402 and MPP)', async 
   t.equal(rpc.requests.length - requestsBefore, 0, 'the $0 proof is verified locally: no Tempo RPC call')
 })
 
-/** The operations this build answers 501 for, and the plans it does not sell, from /manifest.json. */
-async function unbuilt(): Promise<{ operations: { operationId: string; method: string; url: string }[]; unsold: string[]; sold: string[] }> {
+/** The operations a gateway answers 501 for, and the plans it sells and does not, from its /manifest.json. */
+async function unbuilt(gateway: string): Promise<{ operations: { operationId: string; method: string; url: string }[]; unsold: string[]; sold: string[] }> {
   const manifest = await json<{
     services: { operations: { operationId: string; method: string; url: string; implemented: boolean }[] }[]
     plans: { id: string; purchasable: boolean }[]
-  }>(await fetch(`${cli.gateway}/manifest.json`))
+  }>(await fetch(`${gateway}/manifest.json`))
   return {
     operations: manifest.services.flatMap((service) => service.operations).filter((operation) => !operation.implemented),
     unsold: manifest.plans.filter((plan) => !plan.purchasable).map((plan) => plan.id),
@@ -214,25 +285,41 @@ async function unbuilt(): Promise<{ operations: { operationId: string; method: s
   }
 }
 
-t.test('an unbuilt plan operation answers 501 before any access rule: no 401, no 403, no 402', async (t) => {
-  const { operations } = await unbuilt()
-  const review = operations.find((operation) => operation.operationId === 'createReviewSession')
-  if (!review) {
-    t.pass('the review operation is built now; tests of its plan access belong with it')
-    return
-  }
-  const token = await register()
-  for (const headers of [{}, { authorization: `Bearer ${token}` }, { authorization: 'Bearer agw_not-a-token' }] as Record<string, string>[]) {
-    const response = await fetch(review.url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ url: 'https://example.com' }) })
-    t.equal(response.status, 501, `${Object.keys(headers).join() || 'no credential'}: 501`)
-    t.equal(response.headers.get('payment-required'), null)
-    t.equal(response.headers.get('www-authenticate'), null)
-    t.match(await json(response), { code: 'not_implemented', operationId: 'createReviewSession', manifest: `${cli.gateway}/manifest.json` })
+/** A request each unbuilt review operation's schema accepts, so only the missing handler can answer. */
+const REVIEW_REQUESTS: Record<string, { method: string; path: string; body?: unknown }> = {
+  createReviewSession: { method: 'POST', path: '/api/v1/annotate/reviews', body: { url: 'https://example.com' } },
+  getReviewSession: { method: 'GET', path: '/api/v1/annotate/reviews/00000000-0000-4000-8000-000000000000' },
+  submitReview: { method: 'POST', path: '/reviews/aaaaaaaaaaaaaaaaaaaaaaaa/submission', body: { comment: '', pins: [], console: [] } },
+}
+
+t.test('an unbuilt operation answers 501 before any access rule: no 401, no 403, no 402', async (t) => {
+  const gateway = await reviewsUnbuilt(t)
+  const { operations } = await unbuilt(gateway.base)
+  t.same(operations.map((operation) => operation.operationId).sort(), Object.keys(REVIEW_REQUESTS).sort(), 'the fixture leaves exactly the review operations unbuilt')
+  const token = await register(gateway.base)
+  const credentials: [string, Record<string, string>][] = [
+    ['no credential', {}],
+    ['a registered token', { authorization: `Bearer ${token}` }],
+    ['an unknown token', { authorization: 'Bearer agw_not-a-token' }],
+  ]
+  for (const [operationId, request] of Object.entries(REVIEW_REQUESTS)) {
+    for (const [credential, headers] of credentials) {
+      const what = `${operationId}, ${credential}`
+      const response = await fetch(`${gateway.base}${request.path}`, {
+        method: request.method,
+        headers: request.body === undefined ? headers : { 'content-type': 'application/json', ...headers },
+        body: request.body === undefined ? undefined : JSON.stringify(request.body),
+      })
+      t.equal(response.status, 501, `${what}: 501`)
+      t.equal(response.headers.get('payment-required'), null, `${what}: no PAYMENT-REQUIRED`)
+      t.equal(response.headers.get('www-authenticate'), null, `${what}: no WWW-Authenticate`)
+      t.match(await json(response), { code: 'not_implemented', operationId, manifest: `${UNBUILT_GATEWAY_URL}/manifest.json` }, `${what}: not_implemented`)
+    }
   }
 })
 
 t.test('the marketplace rail answers 401 and 403 with plans that can be bought, never 402', async (t) => {
-  const { sold } = await unbuilt()
+  const { sold } = await unbuilt(cli.gateway)
   const anonymousKey = await marketplaceTask('agw_not-a-token', 'rail-unknown')
   t.equal(anonymousKey.status, 401)
   const problem = await json<{ code: string; recipe: { register: { url: string } } }>(anonymousKey)
@@ -254,15 +341,17 @@ t.test('the marketplace rail answers 401 and 403 with plans that can be bought, 
 })
 
 t.test('a plan covering only unbuilt operations is not sold: 409 before the 402', async (t) => {
-  const { unsold, sold } = await unbuilt()
+  const gateway = await reviewsUnbuilt(t)
+  const { unsold, sold } = await unbuilt(gateway.base)
+  t.same(unsold.sort(), ['reviews-credit-5', 'reviews-monthly'], 'the review plans cover only unbuilt operations')
   t.ok(sold.includes(PLAN), `${PLAN} is purchasable`)
-  const token = await register()
+  const token = await register(gateway.base)
   const buyer = privateKeyToAccount(generatePrivateKey())
-  await faucet(cli.gateway, buyer.address, 20_000_000n)
+  gateway.token.mint(buyer.address, 20_000_000n)
   const payFetch = wrapFetchWithPayment(fetch, new x402Client().register('eip155:8453', new ExactEvmScheme(buyer)).setSpendControls(false))
   for (const planId of unsold) {
     for (const headers of [{}, { 'svc-agent-authorization': `Bearer ${token}` }] as Record<string, string>[]) {
-      const refused = await fetch(`${cli.gateway}/plans/${planId}/purchase`, { method: 'POST', headers })
+      const refused = await fetch(`${gateway.base}/plans/${planId}/purchase`, { method: 'POST', headers })
       t.equal(refused.status, 409, `${planId}: 409, not 402`)
       t.equal(refused.headers.get('payment-required'), null)
       t.equal(refused.headers.get('www-authenticate'), null)
@@ -276,11 +365,12 @@ t.test('a plan covering only unbuilt operations is not sold: 409 before the 402'
       )
     }
     // A paying client gets nowhere either: there is no challenge to pay.
-    const paid = await payFetch(`${cli.gateway}/plans/${planId}/purchase`, { method: 'POST', headers: { 'svc-agent-authorization': `Bearer ${token}` } })
-    t.equal(paid.status, 409)
+    const paid = await payFetch(`${gateway.base}/plans/${planId}/purchase`, { method: 'POST', headers: { 'svc-agent-authorization': `Bearer ${token}` } })
+    t.equal(paid.status, 409, `${planId}: a paying client gets 409`)
   }
-  t.equal(await balanceOf(cli.gateway, buyer.address), 20_000_000n, 'nothing was charged')
-  const offered = await fetch(`${cli.gateway}/plans/${PLAN}/purchase`, { method: 'POST', headers: { 'svc-agent-authorization': `Bearer ${token}` } })
+  t.equal(gateway.token.balanceOf(buyer.address), 20_000_000n, 'nothing was charged')
+  t.equal(gateway.token.transfers, 0, 'no transfer was mined')
+  const offered = await fetch(`${gateway.base}/plans/${PLAN}/purchase`, { method: 'POST', headers: { 'svc-agent-authorization': `Bearer ${token}` } })
   t.equal(offered.status, 402, 'a plan covering a built service still answers the 402')
   t.ok(offered.headers.get('payment-required'))
 })

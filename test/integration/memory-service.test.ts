@@ -109,12 +109,12 @@ async function suite(t: Test, db: Db, dataDir: string): Promise<void> {
     const replay = await service.replayOf(key, input)
     t.equal(replay?.id, first.id)
     t.equal(await balance(db, owner), 1_000n - BigInt(first.chargedMicros), 'charged once')
-    await t.rejects(service.replayOf(key, { content: 'another body' }), { code: 'IDEMPOTENCY_CONFLICT' })
+    await t.rejects(service.replayOf(key, { content: 'another body' }), { code: 'idempotency_conflict' })
     // A per-call write whose payment is not decided: a retry is told to wait, not promised a write.
     const paidKey = `idem-${randomUUID()}`
     const pending = { content: 'paid, settling' }
     await service.rememberPaid(owner, await service.prepare(pending), { amountMicros: 1000n, replayKey: `rk-${randomUUID()}`, bind: async () => {} }, paidKey)
-    await t.rejects(service.replayOf(paidKey, pending), { code: 'PAYMENT_SETTLING' })
+    await t.rejects(service.replayOf(paidKey, pending), { code: 'payment_settling' })
   })
 
   await t.test('a per-call write is invisible until its payment settles, and gone when it fails', async (t) => {

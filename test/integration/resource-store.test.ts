@@ -1,27 +1,16 @@
-// The ResourceStore port on PGlite (in memory) and on a real Postgres (throw-away database), and the
-// Task controller on top of it with a fake clock advancing minute by minute.
+// The ResourceStore port's one contract (test/helpers/resource-store-contract.ts) on the Postgres
+// store, over PGlite (in memory) and a real Postgres (throw-away database); and what only this
+// store promises: concurrent writes group-committed into one statement, each event written with
+// its row.
 import t from 'tap'
 import type { Test } from 'tap'
 import { openDb, type Db } from '../../src/platform/db/index.ts'
 import { migrate } from '../../src/platform/db/migrate.ts'
 import { PostgresResourceStore } from '../../controllers/local/postgres-store.ts'
-import { Informer } from '../../controllers/informer.ts'
-import { TaskController } from '../../controllers/task-controller.ts'
+import type { Clock } from '../../controllers/task-controller.ts'
 import { throwawayDatabase } from '../helpers/servers.ts'
-import { FakeClock } from '../helpers/fake-clock.ts'
-import { ConflictError, GoneError, type ResourceStore, type RunResource, type TaskResource, type WatchEvent } from '../../src/scheduler/contract/index.ts'
-import { until } from '../helpers/waiting.ts'
-
-const API = 'jobs.agent-gateway.dev/v1alpha1'
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise
-  } catch (err) {
-    return err
-  }
-  throw new Error('expected a rejection')
-}
+import { API, rejection, resourceStoreContract, until, type ContractStores, type ResourceStoreBackend } from '../helpers/resource-store-contract.ts'
+import { ConflictError, type RunResource, type TaskResource, type WatchEvent } from '../../src/scheduler/contract/index.ts'
 
 function sortDeep(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(sortDeep)
@@ -34,16 +23,30 @@ function sortDeep(value: unknown): unknown {
   return value
 }
 
-function stores(db: Db, clock?: FakeClock, extra: { eventRetention?: number; compactEvery?: number } = {}) {
-  const now = clock === undefined ? {} : { now: () => clock.now() }
+function stores(db: Db, options: { clock?: Clock; eventRetention?: number } = {}) {
+  const now = options.clock === undefined ? {} : { now: () => (options.clock as Clock).now() }
+  // A retention the contract sets is pruned only by its compact(), never by the write path.
+  const retention = options.eventRetention === undefined ? {} : { eventRetention: options.eventRetention, compactEvery: 1_000_000 }
   return {
-    tasks: new PostgresResourceStore<TaskResource>(db, { kind: 'Task', ...now, ...extra }),
-    runs: new PostgresResourceStore<RunResource>(db, { kind: 'Run', ...now, ...extra }),
+    tasks: new PostgresResourceStore<TaskResource>(db, { kind: 'Task', ...now, ...retention }),
+    runs: new PostgresResourceStore<RunResource>(db, { kind: 'Run', ...now, ...retention }),
   }
 }
 
-function newTask(name: string, spec: TaskResource['spec'] = {}) {
-  return { apiVersion: API, kind: 'Task' as const, metadata: { name, namespace: 'default' }, spec }
+function postgresBackend(db: Db): ResourceStoreBackend {
+  return {
+    stores: (options) => stores(db, options),
+    compact: async ({ tasks, runs }: ContractStores) => {
+      for (const store of [tasks, runs]) {
+        if (!(store instanceof PostgresResourceStore)) throw new Error('compact() of a store this backend did not make')
+        await store.compact()
+      }
+    },
+  }
+}
+
+function newTask(name: string) {
+  return { apiVersion: API, kind: 'Task' as const, metadata: { name, namespace: 'default' }, spec: {} }
 }
 
 function newRun(name: string, task: TaskResource) {
@@ -61,29 +64,7 @@ async function storeSuite(t: Test, open: () => Promise<Db | undefined>): Promise
   t.teardown(() => db.close())
   await migrate(db)
 
-  t.test('create, AlreadyExists, optimistic spec and status writes', async (t) => {
-    const { tasks } = stores(db)
-    const task = await tasks.create(newTask('alpha', { schedule: { cron: '* * * * *' } }))
-    t.equal(task.metadata.generation, 1)
-    t.match(task.metadata.uid, /^[0-9a-f-]{36}$/)
-    const dup = await rejection(tasks.create(newTask('alpha')))
-    t.ok(dup instanceof ConflictError && dup.reason === 'AlreadyExists' && dup.code === 409, 'AlreadyExists (409)')
-
-    const replaced = await tasks.replaceSpec({ ...task, spec: { schedule: { cron: '*/5 * * * *' } } })
-    t.equal(replaced.metadata.generation, 2, 'a spec change bumps generation')
-    t.ok(BigInt(replaced.metadata.resourceVersion) > BigInt(task.metadata.resourceVersion))
-    const stale = await rejection(tasks.replaceSpec({ ...task, spec: {} }))
-    t.ok(stale instanceof ConflictError && stale.reason === 'Conflict', 'stale resourceVersion → 409 Conflict')
-
-    const withStatus = await tasks.patchStatus('default', 'alpha', { phase: 'Active', lastScheduleTime: 'x' })
-    t.equal(withStatus.metadata.generation, 2, 'status does not bump generation')
-    const merged = await tasks.patchStatus('default', 'alpha', { lastScheduleTime: null } as never, { resourceVersion: withStatus.metadata.resourceVersion })
-    t.same(merged.status, { phase: 'Active' }, 'top-level merge; null removes a key')
-    const staleStatus = await rejection(tasks.patchStatus('default', 'alpha', { phase: 'Suspended' }, { resourceVersion: withStatus.metadata.resourceVersion }))
-    t.ok(staleStatus instanceof ConflictError && staleStatus.reason === 'Conflict', 'stale status write → Conflict')
-    t.same((await tasks.get('default', 'alpha'))?.status, { phase: 'Active' })
-    t.equal(await tasks.get('default', 'nope'), undefined)
-  })
+  resourceStoreContract(t, postgresBackend(db))
 
   t.test('concurrent writes are group-committed: every caller gets its own result, events equal the objects', async (t) => {
     const { tasks, runs } = stores(db)
@@ -141,125 +122,6 @@ async function storeSuite(t: Test, open: () => Promise<Db | undefined>): Promise
     t.equal(deleted?.object.metadata.name, names[2], 'DELETED event carries the object')
     t.ok(BigInt(deleted?.object.metadata.resourceVersion ?? '0') > BigInt((patched.at(-1) as RunResource).metadata.resourceVersion), 'with a new resourceVersion')
     await tasks.delete('default', 'batched')
-  })
-
-  t.test('watch delivers events in resourceVersion order from the list RV; cascade delete', async (t) => {
-    const { tasks, runs } = stores(db)
-    const listed = await runs.list('default')
-    const events: WatchEvent<RunResource>[] = []
-    const abort = new AbortController()
-    const watching = runs.watch({ resourceVersion: listed.resourceVersion, signal: abort.signal }, (e) => events.push(e))
-    const owner = await tasks.create(newTask('owner'))
-    const other = await tasks.create(newTask('other'))
-    await runs.create(newRun('owner-1', owner))
-    await runs.create(newRun('owner-2', owner))
-    await runs.create(newRun('other-1', other))
-    await runs.patchStatus('default', 'owner-1', { phase: 'Running' })
-    await tasks.delete('default', 'owner')
-    await until('6 run events', async () => events.length >= 6)
-    abort.abort()
-    await watching
-    t.same(
-      events.map((e) => `${e.type} ${e.object.metadata.name}`),
-      ['ADDED owner-1', 'ADDED owner-2', 'ADDED other-1', 'MODIFIED owner-1', 'DELETED owner-1', 'DELETED owner-2'],
-    )
-    const rvs = events.map((e) => BigInt(e.object.metadata.resourceVersion))
-    t.ok(
-      rvs.every((rv, i) => i === 0 || rv > (rvs[i - 1] as bigint)),
-      'strictly increasing resourceVersions',
-    )
-    t.same(
-      (await runs.list('default')).items.map((r) => r.metadata.name),
-      ['other-1'],
-      'owned runs deleted with their task',
-    )
-    t.same((await runs.list(undefined, { fieldSelector: { 'spec.taskRef.name': 'other' } })).items.length, 1, 'field selector')
-    t.equal(await tasks.get('default', 'owner'), undefined)
-  })
-
-  t.test('a watch from a compacted resourceVersion is 410 Gone; the informer relists', async (t) => {
-    const { tasks } = stores(db, undefined, { eventRetention: 2, compactEvery: 1_000_000 })
-    const before = await tasks.list()
-    for (let i = 0; i < 5; i += 1) await tasks.create(newTask(`gone-${i}`))
-    await tasks.compact()
-    const err = await rejection(tasks.watch({ resourceVersion: before.resourceVersion, signal: new AbortController().signal }, () => {}))
-    t.ok(err instanceof GoneError && err.code === 410, 'GoneError (410)')
-
-    // An informer whose first list is stale (old RV) hits 410 on its watch and relists.
-    let lists = 0
-    const staleFirst: ResourceStore<TaskResource> = Object.assign(Object.create(tasks) as ResourceStore<TaskResource>, {
-      list: async (...args: Parameters<typeof tasks.list>) => {
-        const result = await tasks.list(...args)
-        lists += 1
-        return lists === 1 ? { items: result.items, resourceVersion: before.resourceVersion } : result
-      },
-      watch: tasks.watch.bind(tasks),
-    })
-    const informer = new Informer(staleFirst, { namespace: 'default' })
-    await informer.start()
-    await until('a relist after 410', async () => informer.stats.gone >= 1 && informer.stats.lists >= 2)
-    await tasks.create(newTask('after-relist'))
-    await until('the informer sees new objects', async () => informer.get('default', 'after-relist') !== undefined)
-    await informer.stop()
-    t.equal(informer.stats.gone, 1)
-  })
-
-  t.test('controller: one Run per slot, one catch-up after a crash, two controllers at once', async (t) => {
-    const clock = new FakeClock('2026-06-01T00:00:30Z') // half a minute off the slots: each advance passes slot + padding
-    const { tasks, runs } = stores(db, clock)
-    const namespace = 'ctl'
-    await tasks.create({ apiVersion: API, kind: 'Task', metadata: { name: 'tick', namespace }, spec: { schedule: { cron: '* * * * *' }, concurrencyPolicy: 'Allow' } })
-    const runNames = async () => (await runs.list(namespace)).items.map((r) => r.metadata.name)
-    const errors: unknown[] = []
-    const make = () => {
-      const controller = new TaskController({ tasks, runs, clock, namespace, onError: (_where, err) => errors.push(err) })
-      t.teardown(() => controller.stop())
-      return controller
-    }
-
-    const a = make()
-    await a.start()
-    const expected: string[] = []
-    for (let minute = 1; minute <= 5; minute += 1) {
-      clock.advance(60_000)
-      expected.push(`tick-2026060100${String(minute).padStart(2, '0')}`)
-      await until(`run for minute ${minute}`, async () => (await runNames()).length === expected.length)
-    }
-    await a.idle()
-    t.same(await runNames(), expected, 'exactly one Run per slot with the slot names')
-
-    // Crash: stop the controller, 30 minutes pass, a new one starts.
-    await a.stop()
-    clock.advance(30 * 60_000)
-    const b = make()
-    await b.start()
-    expected.push('tick-202606010035')
-    await until('the catch-up run', async () => (await runNames()).length === expected.length)
-    await new Promise((resolve) => setTimeout(resolve, 300))
-    await b.idle()
-    t.same(await runNames(), expected, 'exactly one catch-up (the latest missed slot)')
-    const task = await tasks.get(namespace, 'tick')
-    t.equal(task?.status?.lastScheduleTime, '2026-06-01T00:35:00.000Z')
-    t.equal(task?.status?.missedSlots, 29)
-
-    // A second controller on the same store: both reconcile every slot, each slot gets one Run.
-    const c = make()
-    await c.start()
-    for (let minute = 36; minute <= 38; minute += 1) {
-      clock.advance(60_000)
-      expected.push(`tick-2026060100${minute}`)
-      await until(`run for minute ${minute}`, async () => (await runNames()).length === expected.length)
-    }
-    await new Promise((resolve) => setTimeout(resolve, 300))
-    await Promise.all([b.idle(), c.idle()])
-    t.same(await runNames(), expected, 'no duplicate or extra Run with two controllers')
-    t.equal(b.stats.runsCreated + c.stats.runsCreated, 4, 'one successful create per slot across both controllers')
-    t.comment(`controller stats b=${JSON.stringify(b.stats)} c=${JSON.stringify(c.stats)}`)
-    await Promise.all([b.stop(), c.stop()])
-    t.notOk(
-      errors.some((e) => !(e instanceof ConflictError)),
-      'only optimistic-concurrency conflicts were retried',
-    )
   })
 }
 

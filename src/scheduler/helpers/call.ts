@@ -34,8 +34,6 @@ import type { HelperRun } from './run.ts'
 import { SIBLING_ROUTES, dispatch, type ScreenshotConfig, type SiblingContext, type SiblingResponse } from './siblings/index.ts'
 import type { SiblingName } from '../contract/index.ts'
 
-export const CALL_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const
-
 export interface MarketplaceConfig {
   /** Operator's capability directory: id → base URL (default https://publisher/capability). */
   resolve?: (capabilityId: string) => Promise<{ url: string }>

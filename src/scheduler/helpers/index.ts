@@ -74,12 +74,6 @@ export interface HelperDeps {
 export type PublicRouteDeps = Pick<HelperDeps, 'db' | 'blobs' | 'clock' | 'logger'>
 
 export const HELPER_PATH_PREFIX = '/internal/v1/runs'
-export const HELPER_NAMES = ['generate_text', 'call', 'store_artifact', 'request_continuation'] as const
-
-/** AGW_HELPER_URL of a run: the helpers are its sub-paths. */
-export function helperEndpoint(schedulerUrl: string, runId: string): string {
-  return `${schedulerUrl.replace(/\/+$/, '')}${HELPER_PATH_PREFIX}/${encodeURIComponent(runId)}`
-}
 
 const ERRORS = { '4xx': Problem, '5xx': Problem }
 const hidden = { hide: true } as object
