@@ -136,6 +136,7 @@ try {
   topology.blobs.free()
   if (!topology.chainUp() || !topology.rpcFront.isUp()) await topology.startChain()
   const rest = await quiesce(topology, buyers, problems, 240_000)
+  problems.push(...topology.chainProblems)
   log(
     `quiescent: ${rest.retried} purchases retried, ${rest.deleted} tasks deleted, ${rest.withdrawn} deposits withdrawn; ` +
       `payments decided in ${(rest.decidedMs / 1000).toFixed(1)} s, refunds in ${(rest.refundsMs / 1000).toFixed(1)} s`,

@@ -254,6 +254,9 @@ export async function songWorker(ctx: WorkerContext, buyer: Buyer, everyMs: numb
     if (res?.ok) {
       const settled = res.headers.get('payment-response')
       if (settled) order.tx = decodePaymentResponseHeader(settled).transaction?.toLowerCase()
+      else order.tx = res.headers.get('x-payment-reference')?.toLowerCase() || undefined
+      order.paymentStatus = res.headers.get('x-payment-status') ?? undefined
+      if (typeof body.url === 'string') order.url = body.url
       order.delivered = Array.isArray(body.candidates) ? body.candidates.length : order.candidates - Number(body.generationFailures ?? 0)
       order.refundMicros = BigInt(res.headers.get('x-refund-micros') ?? '0')
       order.priceMicros = BigInt(Math.round(Number(body.price_usdc) * 1_000_000))

@@ -38,8 +38,12 @@ export interface SongOrder {
   failing: number
   /** HTTP status of the paid answer, 0 when cut off. */
   status: number
-  /** The settlement's transaction (PAYMENT-RESPONSE), the key of its media_sales row. */
+  /** The settlement's transaction: PAYMENT-RESPONSE, or x-payment-reference of an answer whose settlement was still pending. */
   tx?: string
+  /** x-payment-status of a 2xx whose settlement was not known yet ('pending'). */
+  paymentStatus?: string
+  /** The order's result URL (media_sales.result_url): names its sale whether or not the answer had a transaction. */
+  url?: string
   delivered?: number
   refundMicros?: bigint
   priceMicros?: bigint

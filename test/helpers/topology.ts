@@ -133,6 +133,8 @@ export interface Topology {
   untilAllReady(timeoutMs: number): Promise<number>
   /** The fake API server and its kubelet double (executor 'kubernetes'). */
   kube: KubeDrill | undefined
+  /** What the RPC node logged as errors (a restart that could not save its state first). */
+  chainProblems: string[]
   stop(keep: boolean): Promise<void>
 }
 
@@ -229,6 +231,7 @@ export async function startTopology(options: TopologyOptions = {}): Promise<Topo
   const log = options.log ?? (() => {})
   const root = mkdtempSync(path.join(os.tmpdir(), 'agw-topology-'))
   const started: (() => Promise<void>)[] = []
+  const chainProblems: string[] = []
   let services: Awaited<ReturnType<typeof openServices>> | undefined
   let volume: BlobVolume | undefined
   try {
@@ -238,7 +241,15 @@ export async function startTopology(options: TopologyOptions = {}): Promise<Topo
     const { dbName, dbUrl, redisUrl } = services
     const chainDir = path.join(root, 'chain')
     const nodePort = await freePort()
-    let chain = await startDevChain({ dataDir: chainDir, port: nodePort })
+    // The node's own complaints go to the drill's log; an error (a state it could not save before a
+    // restart: blocks lost, a reorg no real node makes) is also a problem of the run.
+    const say = (level: string) => (obj: object, msg?: string) => {
+      const line = `RPC node ${level}: ${msg ?? ''} ${(obj as { err?: Error }).err?.message ?? ''}`.trim()
+      log(line)
+      if (level === 'error') chainProblems.push(line)
+    }
+    const chainLogger = { debug: () => {}, info: () => {}, warn: say('warn'), error: say('error') }
+    let chain = await startDevChain({ dataDir: chainDir, port: nodePort, logger: chainLogger })
     let chainIsUp = true
     started.push(async () => {
       if (chainIsUp) await chain.close()
@@ -458,13 +469,14 @@ export async function startTopology(options: TopologyOptions = {}): Promise<Topo
       },
       async startChain() {
         const begun = performance.now()
-        if (!chainIsUp) chain = await startDevChain({ dataDir: chainDir, port: nodePort })
+        if (!chainIsUp) chain = await startDevChain({ dataDir: chainDir, port: nodePort, logger: chainLogger })
         chainIsUp = true
         await rpcFront.up()
         return performance.now() - begun
       },
       chainUp: () => chainIsUp,
       kube,
+      chainProblems,
       async untilAllReady(timeoutMs) {
         const begun = performance.now()
         await Promise.all(processes.map((proc) => untilReady(`http://127.0.0.1:${proc.port}/readyz`, timeoutMs)))

@@ -34,6 +34,8 @@ export const ANVIL_ACCOUNT_0_KEY: Hex = '0xac0974bec39a17e36ba4a6b4d238ff944bacb
 const FAUCET_SENDER: Address = getAddress('0x000000000000000000000000000000000000fa0c')
 const TEST_USDC_CODE = artifact.deployedBytecode as Hex
 const STATE_FILE = 'anvil-state.json'
+/** How long one anvil_dumpState may take. */
+const DUMP_TIMEOUT_MS = 120_000
 const PID_FILE = 'anvil.pid'
 
 export interface DevChainOptions {
@@ -107,7 +109,11 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
 
   try {
     const publicClient = createPublicClient({ transport: http(rpcUrl, { timeout: 5_000, retryCount: 0 }), pollingInterval: 20 })
-    const rpc = <T>(method: string, params: unknown[]): Promise<T> => publicClient.request({ method: method as 'eth_chainId', params: params as never }) as Promise<T>
+    // A dump grows with the chain (tens of MB after an hour of load) and is slow on a busy machine:
+    // it gets its own deadline, so that a save is not given up while anvil is still writing it.
+    const dumpClient = createPublicClient({ transport: http(rpcUrl, { timeout: DUMP_TIMEOUT_MS, retryCount: 0 }) })
+    const rpc = <T>(method: string, params: unknown[]): Promise<T> =>
+      (method === 'anvil_dumpState' ? dumpClient : publicClient).request({ method: method as 'eth_chainId', params: params as never }) as Promise<T>
     const confirmations = Math.max(1, Math.floor(options.confirmations ?? 1))
     // What was loaded is on disk already; a new chain has nothing of ours until the first save.
     const persister: DevStatePersister | undefined = stateFile
@@ -208,7 +214,12 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
         closing ??= (async () => {
           await doctor.stop()
           await chain.close()
-          await persister?.save().catch((error: unknown) => log?.warn({ err: error }, 'dev chain: could not save its state before stopping'))
+          // The last save holds every block: tried twice before the chain stops without it, and then
+          // said (the next start loads an older state, whose missing settlements the sweep re-decides).
+          await persister
+            ?.save()
+            .catch(() => persister.save())
+            .catch((error: unknown) => log?.error({ err: error }, 'dev chain: could not save its state before stopping; the next start loads an older one'))
           await proc.stop(log)
         })()
         return closing
