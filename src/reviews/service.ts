@@ -142,7 +142,7 @@ export function createReviewService(deps: ReviewServiceDeps) {
     const row = rows[0]
     if (row === undefined) return undefined
     if (row.request_hash !== hash) {
-      throw new AppError('IDEMPOTENCY_CONFLICT', 'This Idempotency-Key created another review session; use a new key for a new session', { field: 'header.idempotency-key' })
+      throw new AppError('idempotency_conflict', 'This Idempotency-Key created another review session; use a new key for a new session', { field: 'header.idempotency-key' })
     }
     return sessionOf(row)
   }

@@ -179,6 +179,7 @@ t.test('an uploaded site: created on plan credit, pinned in Chromium, delivered 
   t.equal(again.headers.get('x-plan-credit-remaining-micros'), null, 'and is not debited again')
   const conflict = await create({ ...body, callbackUrl: `http://127.0.0.1:${port(receiver)}/other` }, { 'idempotency-key': 'zip-review-1' })
   t.equal(conflict.status, 409, 'the same key with another body is refused')
+  t.equal(((await conflict.json()) as Json).code, 'idempotency_conflict', "in the reviews service's own case")
 
   const bundle = await fetch(session.bundleUrl)
   t.equal(bundle.status, 200)
