@@ -205,7 +205,8 @@ export function toAppError(error: unknown): AppError {
     })
   }
   if (outage !== undefined) {
-    return new AppError('unavailable', 'A service this request needs (the database or the cache) is out of reach right now; retry shortly', {
+    const what = outage === 'database' ? 'The database' : 'A service this request needs (the database, the cache or another backend it calls)'
+    return new AppError('unavailable', `${what} is out of reach right now; retry shortly`, {
       headers: { 'retry-after': '2' },
       extensions: { retryable: true },
     })
