@@ -303,6 +303,11 @@ export class PostTransport implements Transport {
         this.deliver(message)
         continue
       }
+      if (batch && (message as { method?: unknown }).method === 'initialize') {
+        // 2025-03-26: "The initialize request MUST NOT be part of a JSON-RPC batch".
+        keep(index, item.id, answerOf(item.id, { code: ErrorCode.InvalidRequest, message: 'Invalid Request: initialize must be sent alone, not inside a JSON-RPC batch' }))
+        continue
+      }
       while (inFlight.size >= MAX_BATCH_IN_FLIGHT) await Promise.race(inFlight)
       // Past the budget, a request is answered without being run.
       if (full) {
