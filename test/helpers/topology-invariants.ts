@@ -8,6 +8,7 @@
 // service wallet gained exactly what was sold, the database agrees (nothing open or provisional),
 // every 5xx and every cut-off call fell in a fault window (and a 5xx there is 503 problem+json with
 // Retry-After), every fault recovered within its bound.
+import { forEachLimited } from '../../src/platform/concurrency.ts'
 import { metricSum } from './crash-drill.ts'
 import { ownerCall } from './owner-call.ts'
 import type { Topology } from './topology.ts'
@@ -52,6 +53,9 @@ async function persist(call: () => Promise<Response>, deadline: number): Promise
   }
 }
 
+/** Owner DELETEs in flight at once while the drill comes to rest. */
+const DELETES_AT_ONCE = 8
+
 export interface Quiescence {
   retried: number
   deleted: number
@@ -86,12 +90,13 @@ export async function quiesce(topology: Topology, buyers: Buyer[], problems: str
       problems.push(`${buyer.label}: GET /api/v1/owner/usage answered ${usage.status}`)
       continue
     }
-    for (const task of (usage.body.tasks ?? []) as { task_id: string; status: string }[]) {
-      if (task.status === 'deleted') continue
+    // A long run leaves thousands of tasks: deleted a few at a time, as an owner's script would.
+    const live = ((usage.body.tasks ?? []) as { task_id: string; status: string }[]).filter((task) => task.status !== 'deleted')
+    await forEachLimited(live, DELETES_AT_ONCE, async (task) => {
       const res = await persist(() => ownerCall(buyer.account, `${topology.urls.scheduler}/api/v1/tasks/${task.task_id}`, { method: 'DELETE' }), deadline)
       if (res.status !== 200) problems.push(`${buyer.label}: DELETE ${task.task_id} answered ${res.status}: ${JSON.stringify(res.body).slice(0, 300)}`)
       out.deleted += 1
-    }
+    })
   }
   for (const buyer of buyers.filter((candidate) => candidate.kind === 'memory')) {
     const res = await persist(() => ownerCall(buyer.account, `${topology.urls.memory}/api/v1/deposits`, { method: 'DELETE' }), deadline)
