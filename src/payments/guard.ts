@@ -10,15 +10,19 @@ import { AppError } from '../platform/errors.ts'
 import type { Logger } from '../platform/logger.ts'
 import { formatUsd } from '../platform/money.ts'
 import type { Decision, PaymentOutcomes, Verdict } from './outcomes.ts'
-import { credentialsOf, paymentCredential, type HeaderBag } from './credentials.ts'
+import { credentialsOf, paymentCredential, type HeaderBag, type PaymentCredential } from './credentials.ts'
 import { PaymentRejected, type ChallengeParts, type PriceQuote, type Protocol, type SettlementOutcome, type VerifiedPayment } from './types.ts'
 
 /** One payment protocol as the guard sees it. */
 export interface PaymentMethod {
   protocol: Protocol
   challenge(quote: PriceQuote): ChallengeParts
-  /** Verifies without consuming anything; throws PaymentRejected. */
-  verify(credential: string, quote: PriceQuote): Promise<VerifiedPayment>
+  /**
+   * Verifies `value` without consuming anything; throws PaymentRejected. `credential`: the
+   * request's credential `value` comes from; a method may keep per-request work on it (x402
+   * decodes it once for both the payment-identifier read and this verification).
+   */
+  verify(value: string, quote: PriceQuote, credential?: PaymentCredential): Promise<VerifiedPayment>
 }
 
 export interface AuthorizedPayment {
@@ -143,7 +147,7 @@ export function createPaymentGuard(deps: PaymentGuardDeps): PaymentGuard {
       if (!credential) throw paymentRequired(quote)
       let payment: VerifiedPayment
       try {
-        payment = await methods[credential.protocol].verify(credential.value, quote)
+        payment = await methods[credential.protocol].verify(credential.value, quote, credential)
       } catch (error) {
         if (error instanceof PaymentRejected) {
           if (error.reason === 'malformed') {

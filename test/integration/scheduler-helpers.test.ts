@@ -23,7 +23,8 @@ import { createLogger } from '../../src/platform/logger.ts'
 import { createMetrics } from '../../src/platform/metrics.ts'
 import { createMpp, tempoClientFromUrl } from '../../src/payments/mpp/index.ts'
 import { PaymentRejected, type PriceQuote } from '../../src/payments/types.ts'
-import { readX402Proof, verifyX402, x402Challenge } from '../../src/payments/x402/index.ts'
+import { verifyX402, x402Challenge, x402ProofOf } from '../../src/payments/x402/index.ts'
+import { credentialsOf, paymentCredential } from '../../src/payments/credentials.ts'
 import { DEFAULT_RATES, estimateCeilingMicros, type SchedulerRates } from '../../src/scheduler/domain/rates.ts'
 import { registerHelperRoutes, registerSiblingPublicRoutes, type HelperDeps } from '../../src/scheduler/helpers/index.ts'
 import { maxOutputTokensWithin, tokenCostMicros } from '../../src/scheduler/helpers/llm.ts'
@@ -148,7 +149,9 @@ const market402 = await serve(t, async (req, res) => {
       market.verified.push({ protocol: 'mpp', version: 1, payer: payment.payer, amount: payment.amountMicros })
       return json(200, { ok: true, paid: 'mpp' }, outcome.headers)
     }
-    const proof = readX402Proof(req.headers)
+    // The seller reads the proof as our guard does: the request's one payment credential.
+    const credential = paymentCredential(credentialsOf(req.headers))
+    const proof = credential?.protocol === 'x402' ? x402ProofOf(credential) : undefined
     if (proof && xq) {
       market.paidAttempts++
       const verified = await verifyX402(proof, xq, { now: () => Date.now() })

@@ -42,6 +42,8 @@ import { x402Challenge, x402PaymentRequiredV2 } from '../../src/payments/x402/ch
 import { createOfferReceiptSigner, hashOffer, hashReceipt, parseSigningKeys } from '../../src/payments/x402/offer-receipt.ts'
 import { canonicalJson } from '../../src/platform/canonical-json.ts'
 import { PAYMENT_ID_FIELD, readPaymentIdentifier } from '../../src/payments/x402/payment-identifier.ts'
+import { x402ProofOf } from '../../src/payments/x402/decode.ts'
+import { credentialsOf, paymentCredential } from '../../src/payments/credentials.ts'
 import type { PriceQuote } from '../../src/payments/types.ts'
 
 const PAY_TO = '0x00000000000000000000000000000000000000aa'
@@ -176,6 +178,13 @@ t.test('payment-identifier: declared optional on priced 402s only; the client id
   const header = Buffer.from(JSON.stringify(payload)).toString('base64')
   t.same(readPaymentIdentifier({ 'payment-signature': header }, PAY_TO), { id, payer: account.address.toLowerCase() })
   t.equal(readPaymentIdentifier({ 'payment-signature': header }, '0x00000000000000000000000000000000000000bb'), undefined, 'made out to someone else: proves nothing')
+  t.same(readPaymentIdentifier({ 'payment-signature': ` ${header} ` }, PAY_TO), { id, payer: account.address.toLowerCase() }, 'a padded value is read trimmed')
+  // The read decodes the request's credential once; the guard's verification gets the same proof.
+  const headers = { 'payment-signature': header }
+  t.same(readPaymentIdentifier(headers, PAY_TO), { id, payer: account.address.toLowerCase() })
+  const proof = x402ProofOf(paymentCredential(credentialsOf(headers))!)
+  t.equal(proof, x402ProofOf(paymentCredential(credentialsOf(headers))!), 'one decoded proof per request')
+  t.equal(proof.signer(), account.address.toLowerCase())
 
   const bad = structuredClone(payload)
   ;(bad.extensions?.[PAYMENT_IDENTIFIER] as { info: { id: string } }).info.id = 'short'

@@ -16,13 +16,16 @@ import { hashTypedData, recoverTypedDataAddress, toHex } from 'viem'
 import type { Address, Hex } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import type { PrivateKeyAccount } from 'viem/accounts'
+import type { ChainPort } from '../../src/payments/chain/index.ts'
+import { credentialsOf, paymentCredential, type HeaderBag } from '../../src/payments/credentials.ts'
 import { PaymentRejected } from '../../src/payments/types.ts'
 import type { PriceQuote } from '../../src/payments/types.ts'
+import type { AppError } from '../../src/platform/errors.ts'
 import {
   TRANSFER_WITH_AUTHORIZATION_TYPES,
   USDC_DOMAIN,
   decodeX402Proof,
-  readX402Proof,
+  readPaymentIdentifier,
   recoverSigner,
   recoveryBackend,
   recoveryBackends,
@@ -31,9 +34,11 @@ import {
   verifyX402,
   x402Challenge,
   x402RequirementsV1,
+  x402ProofOf,
   x402RequirementsV2,
 } from '../../src/payments/x402/index.ts'
 import type { TransferAuthorization, X402Proof } from '../../src/payments/x402/index.ts'
+import { x402Method } from '../../src/payments/x402/method.ts'
 
 const USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913'
 const PAY_TO = '0x1111111111111111111111111111111111111111' as Address
@@ -96,12 +101,18 @@ async function rejects(t: Test, p: Promise<unknown> | (() => unknown), reason: s
   }
 }
 
+/** The request's x402 proof as the guard reads it: its one payment credential, decoded once. */
+function requestProof(headers: HeaderBag): X402Proof | undefined {
+  const credential = paymentCredential(credentialsOf(headers))
+  return credential?.protocol === 'x402' ? x402ProofOf(credential) : undefined
+}
+
 async function verifyHeader(value: string, q: PriceQuote = quote, opts: Partial<Parameters<typeof verifyX402>[2]> = {}) {
-  const proof = readX402Proof({ 'payment-signature': value })!
+  const proof = decodeX402Proof(value)
   return verifyX402(proof, q, { now, ...opts })
 }
 async function verifyV1Header(value: string, q: PriceQuote = quote, opts: Partial<Parameters<typeof verifyX402>[2]> = {}) {
-  const proof = readX402Proof({ 'x-payment': value })!
+  const proof = decodeX402Proof(value, 'x-payment')
   return verifyX402(proof, q, { now, ...opts })
 }
 
@@ -176,7 +187,7 @@ t.test('the real client parses our 402: v2 via the header, v1 via the body', asy
 t.test('valid v2 proof verifies', async (t) => {
   const { headers, payload } = await payHeader(quote, 2)
   t.ok('PAYMENT-SIGNATURE' in headers, 'v2 client sends PAYMENT-SIGNATURE')
-  const proof = readX402Proof(new Headers(headers))!
+  const proof = requestProof(headers)!
   t.equal(proof.version, 2)
   t.equal(proof.header, 'payment-signature')
   t.same(proof.accepted, x402RequirementsV2(quote))
@@ -197,7 +208,7 @@ t.test('valid v2 proof verifies', async (t) => {
 t.test('valid v1 proof verifies', async (t) => {
   const { headers, value } = await payHeader(quote, 1)
   t.ok('X-PAYMENT' in headers, 'v1 client sends X-PAYMENT')
-  const proof = readX402Proof({ 'X-Payment': value })!
+  const proof = requestProof({ 'X-Payment': value })!
   t.equal(proof.version, 1)
   t.equal(proof.network, 'base')
   t.equal(proof.accepted, undefined)
@@ -214,7 +225,7 @@ t.test('end to end with @x402/fetch against a local server answering our challen
       seen.push({ sig: req.headers['payment-signature'] as string, xp: req.headers['x-payment'] as string })
       const proof = (() => {
         try {
-          return readX402Proof(req.headers)
+          return requestProof(req.headers)
         } catch (err) {
           return err as PaymentRejected
         }
@@ -251,16 +262,59 @@ t.test('end to end with @x402/fetch against a local server answering our challen
 
 t.test('decode: header handling', async (t) => {
   const { value } = await payHeader(quote, 2)
-  t.equal(readX402Proof({}), undefined, 'no credential → undefined')
-  t.equal(readX402Proof(new Headers()), undefined)
-  t.equal(readX402Proof({ 'PAYMENT-SIGNATURE': value })!.version, 2, 'plain record, any case')
-  const v2InXPayment = readX402Proof({ 'x-payment': value })!
+  t.equal(requestProof({}), undefined, 'no credential → undefined')
+  t.equal(requestProof({ 'payment-signature': '' }), undefined, 'an empty header is no credential')
+  t.equal(requestProof({ 'PAYMENT-SIGNATURE': value })!.version, 2, 'plain record, any case')
+  const v2InXPayment = requestProof({ 'x-payment': value })!
   t.equal(v2InXPayment.version, 2, 'dispatch on decoded x402Version, not header name')
   t.equal(v2InXPayment.header, 'x-payment')
   t.ok(await verifyX402(v2InXPayment, quote, { now }))
-  await rejects(t, () => readX402Proof({ 'payment-signature': value, 'x-payment': value }), 'multiple_credentials', 'both headers')
-  await rejects(t, () => readX402Proof({ 'x-payment': [value, value] }), 'multiple_credentials', 'repeated header')
-  t.equal(readX402Proof({ 'x-payment': [value] })!.version, 2)
+  const both = t.throws(() => requestProof({ 'payment-signature': value, 'x-payment': value }), 'both headers') as unknown as AppError
+  t.match({ code: both.code, status: both.status, extensions: both.extensions }, { code: 'payment_malformed', status: 400, extensions: { reason: 'multiple_credentials' } })
+  t.equal(requestProof({ 'x-payment': [value, value] })!.version, 2, 'a repeated header counts by its first value')
+  t.equal(requestProof({ 'x-payment': [value] })!.version, 2)
+})
+
+t.test('decode: once per request credential, its signer recovered once', async (t) => {
+  const { value } = await payHeader(quote, 2)
+  const credential = paymentCredential(credentialsOf({ 'payment-signature': value }))!
+  const proof = x402ProofOf(credential)
+  t.equal(x402ProofOf(credential), proof, 'the same proof every time')
+  t.equal(x402ProofOf(paymentCredential(credentialsOf({ 'payment-signature': value }))!).version, 2, 'another request decodes its own')
+  t.not(x402ProofOf(paymentCredential(credentialsOf({ 'payment-signature': value }))!), proof)
+  t.equal(proof.signer(), account.address.toLowerCase())
+  // Remembered: fields changed after the first recovery are not recovered over again.
+  proof.authorization.nonce = `0x${'00'.repeat(32)}`
+  t.equal(proof.signer(), account.address.toLowerCase(), 'recovered once')
+  t.equal(decodeX402Proof(await signedV2({}, intruder)).signer(), intruder.address.toLowerCase(), 'whoever signed, not from')
+  const good = unb64(value)
+  t.equal(decodeX402Proof(b64({ ...good, payload: { ...good.payload, signature: `0x${'ab'.repeat(64)}` } })).signer(), null, 'no EOA signature: null')
+
+  const bad = paymentCredential(credentialsOf({ 'payment-signature': 'not base64!!' }))!
+  const first = t.throws(() => x402ProofOf(bad))
+  t.equal(
+    t.throws(() => x402ProofOf(bad)),
+    first,
+    'a refusal is kept: the same PaymentRejected',
+  )
+  t.ok(first instanceof PaymentRejected)
+  t.equal((first as unknown as PaymentRejected).reason, 'malformed')
+})
+
+t.test('the payment-identifier read and the x402 method verify one decoded proof', async (t) => {
+  const method = x402Method({ chain: {} as ChainPort, now })
+  const { value } = await payHeader(quote, 2)
+  const headers = { 'payment-signature': value }
+  t.equal(readPaymentIdentifier(headers, PAY_TO), undefined, 'no id in this payload')
+  const credential = paymentCredential(credentialsOf(headers))!
+  t.equal((await method.verify(credential.value, quote, credential)).payer, account.address)
+  // A mark only the request's decoded proof carries: verify reads that proof, not a new decoding.
+  x402ProofOf(credential).authorization.value += 1n
+  await rejects(t, method.verify(credential.value, quote, credential), 'wrong_amount', 'the decoded proof is the one verified')
+  t.equal((await method.verify(value, quote)).payer, account.address, 'without the credential: decoded afresh')
+  // Verification refuses a padded value as sent (the payment-identifier read trims it).
+  const padded = paymentCredential(credentialsOf({ 'payment-signature': ` ${value}` }))!
+  await rejects(t, method.verify(padded.value, quote, padded), 'malformed', 'padded value')
 })
 
 t.test('decode: malformed input', async (t) => {
@@ -291,9 +345,9 @@ t.test('decode: malformed input', async (t) => {
     ['too long', 'A'.repeat(20_000)],
   ]
   for (const [name, header] of cases) {
-    await rejects(t, () => readX402Proof({ 'payment-signature': header }), 'malformed', name)
+    await rejects(t, () => decodeX402Proof(header), 'malformed', name)
   }
-  await rejects(t, () => readX402Proof({ 'payment-signature': b64({ ...good, x402Version: 3 }) }), 'unsupported_version', 'x402Version 3')
+  await rejects(t, () => decodeX402Proof(b64({ ...good, x402Version: 3 })), 'unsupported_version', 'x402Version 3')
 })
 
 t.test('verify: wrong network', async (t) => {

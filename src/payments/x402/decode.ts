@@ -1,13 +1,17 @@
-// Reads an x402 payment proof from request headers: `PAYMENT-SIGNATURE` (v2) or `X-PAYMENT` (v1).
-// The version comes from the decoded `x402Version`, not from the header name (a v2 payload sent in
+// Decodes an x402 payment proof: the value of `PAYMENT-SIGNATURE` (v2) or `X-PAYMENT` (v1). The
+// version comes from the decoded `x402Version`, not from the header name (a v2 payload sent in
 // X-PAYMENT is v2). Anything that is not strict base64 of UTF-8 JSON of the right shape is
-// `PaymentRejected('malformed')` (the guard answers 400).
+// `PaymentRejected('malformed')` (the guard answers 400). A request's credential is decoded once
+// (x402ProofOf), and its signer recovered at most once: the payment-identifier read and the
+// guard's verification share both.
 import { PaymentPayloadV1Schema, PaymentPayloadV2Schema } from '@x402/core/schemas'
 import type { PaymentPayload, PaymentRequirements, ResourceInfo } from '@x402/core/types'
 import type { PaymentPayloadV1 } from '@x402/core/types/v1'
 import type { Address, Hex } from 'viem'
+import type { PaymentCredential } from '../credentials.ts'
 import { PaymentRejected } from '../types.ts'
-import type { TransferAuthorization } from './eip712.ts'
+import { transferWithAuthorizationDigest, type TransferAuthorization } from './eip712.ts'
+import { recoverSigner } from './recover.ts'
 
 export const PAYMENT_SIGNATURE_HEADER = 'payment-signature'
 export const X_PAYMENT_HEADER = 'x-payment'
@@ -33,10 +37,12 @@ export interface X402Proof {
   resource?: ResourceInfo
   /** The decoded payload (schema-parsed), as a facilitator's verify/settle expects it. */
   payload: PaymentPayload | PaymentPayloadV1
+  /**
+   * The address (lowercase) `signature` recovers to over `authorization`, or null when it is not a
+   * valid low-s EOA signature. Recovered on the first call and remembered.
+   */
+  signer(): string | null
 }
-
-/** Fetch `Headers`, Node `IncomingHttpHeaders` / fastify headers, or a plain record. */
-export type HeaderSource = { get(name: string): string | null } | Record<string, string | string[] | undefined>
 
 const ADDRESS_RE = /^0x[0-9a-fA-F]{40}$/
 const BYTES32_RE = /^0x[0-9a-fA-F]{64}$/
@@ -47,27 +53,6 @@ const utf8 = new TextDecoder('utf-8', { fatal: true })
 
 function malformed(message: string): never {
   throw new PaymentRejected('malformed', message)
-}
-
-function headerValue(headers: HeaderSource, name: string): string | undefined {
-  if (typeof (headers as { get?: unknown }).get === 'function') {
-    return (headers as { get(name: string): string | null }).get(name) ?? undefined
-  }
-  const rec = headers as Record<string, string | string[] | undefined>
-  let v = rec[name]
-  if (v === undefined) {
-    for (const key of Object.keys(rec)) {
-      if (key.length === name.length && key.toLowerCase() === name) {
-        v = rec[key]
-        break
-      }
-    }
-  }
-  if (Array.isArray(v)) {
-    if (v.length > 1) throw new PaymentRejected('multiple_credentials', `several ${name} headers`)
-    return v[0]
-  }
-  return v
 }
 
 /** Strict base64 (standard alphabet, padded, canonical) → UTF-8 → JSON object. */
@@ -101,7 +86,7 @@ function uint256(value: unknown, field: string): bigint {
   return n
 }
 
-function evmPayload(payload: Record<string, unknown>): { authorization: TransferAuthorization; signature: Hex } {
+function evmPayload(payload: Record<string, unknown>): { authorization: TransferAuthorization; signature: Hex; signer: () => string | null } {
   const auth = payload.authorization
   if (auth === null || typeof auth !== 'object' || Array.isArray(auth)) malformed('payload.authorization missing')
   const a = auth as Record<string, unknown>
@@ -110,17 +95,21 @@ function evmPayload(payload: Record<string, unknown>): { authorization: Transfer
   if (typeof a.nonce !== 'string' || !BYTES32_RE.test(a.nonce)) malformed('authorization.nonce is not bytes32')
   const sig = payload.signature
   if (typeof sig !== 'string' || !HEX_BYTES_RE.test(sig)) malformed('payload.signature is not hex')
-  return {
-    authorization: {
-      from: a.from as Address,
-      to: a.to as Address,
-      value: uint256(a.value, 'value'),
-      validAfter: uint256(a.validAfter, 'validAfter'),
-      validBefore: uint256(a.validBefore, 'validBefore'),
-      nonce: a.nonce as Hex,
-    },
-    signature: sig as Hex,
+  const authorization: TransferAuthorization = {
+    from: a.from as Address,
+    to: a.to as Address,
+    value: uint256(a.value, 'value'),
+    validAfter: uint256(a.validAfter, 'validAfter'),
+    validBefore: uint256(a.validBefore, 'validBefore'),
+    nonce: a.nonce as Hex,
   }
+  // Recovery is the costliest step of a paid call: done only when asked, and only once.
+  let signer: string | null | undefined
+  const recovered = () => {
+    if (signer === undefined) signer = recoverSigner(transferWithAuthorizationDigest(authorization), Buffer.from(sig.slice(2), 'hex'))
+    return signer
+  }
+  return { authorization, signature: sig as Hex, signer: recovered }
 }
 
 /** Decode one header value (either header) into a normalized proof. Throws PaymentRejected. */
@@ -131,7 +120,7 @@ export function decodeX402Proof(value: string, header: X402ProofHeader = PAYMENT
     const parsed = PaymentPayloadV2Schema.safeParse(json)
     if (!parsed.success) malformed(`not an x402 v2 payment payload: ${parsed.error.issues[0]?.path.join('.') ?? ''}`)
     const p = parsed.data
-    const { authorization, signature } = evmPayload(p.payload)
+    const { authorization, signature, signer } = evmPayload(p.payload)
     const accepted = { ...p.accepted, extra: p.accepted.extra ?? {} } as PaymentRequirements
     return {
       version: 2,
@@ -143,30 +132,39 @@ export function decodeX402Proof(value: string, header: X402ProofHeader = PAYMENT
       accepted,
       ...(p.resource ? { resource: p.resource } : {}),
       payload: p as PaymentPayload,
+      signer,
     }
   }
   if (version === 1) {
     const parsed = PaymentPayloadV1Schema.safeParse(json)
     if (!parsed.success) malformed(`not an x402 v1 payment payload: ${parsed.error.issues[0]?.path.join('.') ?? ''}`)
     const p = parsed.data
-    const { authorization, signature } = evmPayload(p.payload)
-    return { version: 1, header, scheme: p.scheme, network: p.network, authorization, signature, payload: p as PaymentPayloadV1 }
+    const { authorization, signature, signer } = evmPayload(p.payload)
+    return { version: 1, header, scheme: p.scheme, network: p.network, authorization, signature, payload: p as PaymentPayloadV1, signer }
   }
   if (typeof version === 'number') throw new PaymentRejected('unsupported_version', `x402Version ${version} is not supported`)
   malformed('x402Version missing')
 }
 
+// Keyed by the request's credential (credentialsOf keeps one per request): a refusal is kept
+// too, so a malformed proof is not decoded again either.
+const decoded = new WeakMap<PaymentCredential, X402Proof | PaymentRejected>()
+
 /**
- * The x402 proof in `headers`, or undefined when the request carries none. Both
- * `PAYMENT-SIGNATURE` and `X-PAYMENT` at once → `multiple_credentials`.
+ * The request's x402 credential decoded, once per credential: every later call returns the same
+ * proof (or throws the same PaymentRejected).
  */
-export function readX402Proof(headers: HeaderSource): X402Proof | undefined {
-  const v2 = headerValue(headers, PAYMENT_SIGNATURE_HEADER)
-  const v1 = headerValue(headers, X_PAYMENT_HEADER)
-  if (v2 !== undefined && v1 !== undefined) {
-    throw new PaymentRejected('multiple_credentials', 'both PAYMENT-SIGNATURE and X-PAYMENT are present')
+export function x402ProofOf(credential: PaymentCredential): X402Proof {
+  let outcome = decoded.get(credential)
+  if (outcome === undefined) {
+    try {
+      outcome = decodeX402Proof(credential.value, credential.header === X_PAYMENT_HEADER ? X_PAYMENT_HEADER : PAYMENT_SIGNATURE_HEADER)
+    } catch (error) {
+      if (!(error instanceof PaymentRejected)) throw error
+      outcome = error
+    }
+    decoded.set(credential, outcome)
   }
-  if (v2 !== undefined) return decodeX402Proof(v2.trim(), PAYMENT_SIGNATURE_HEADER)
-  if (v1 !== undefined) return decodeX402Proof(v1.trim(), X_PAYMENT_HEADER)
-  return undefined
+  if (outcome instanceof PaymentRejected) throw outcome
+  return outcome
 }

@@ -37,7 +37,7 @@ function word(n: bigint): string {
 /**
  * `hashTypedData({domain: USDC_DOMAIN, types: TRANSFER_WITH_AUTHORIZATION_TYPES, primaryType:
  * 'TransferWithAuthorization', message})` as 32 bytes. Inputs must already be shape-checked
- * (`0x` + 40 / 64 hex digits, uint256 range), as `readX402Proof` guarantees.
+ * (`0x` + 40 / 64 hex digits, uint256 range), as `decodeX402Proof` guarantees.
  */
 export function transferWithAuthorizationDigest(a: TransferAuthorization): Uint8Array {
   const struct = TYPE_HASH_HEX + ADDRESS_PAD + a.from.slice(2) + ADDRESS_PAD + a.to.slice(2) + word(a.value) + word(a.validAfter) + word(a.validBefore) + a.nonce.slice(2)

@@ -16,9 +16,9 @@ export {
   X_PAYMENT_HEADER,
   decodeProofJson,
   decodeX402Proof,
-  readX402Proof,
+  x402ProofOf,
 } from './decode.ts'
-export type { HeaderSource, X402Proof, X402ProofHeader } from './decode.ts'
+export type { X402Proof, X402ProofHeader } from './decode.ts'
 export {
   BASE_CHAIN_ID,
   TRANSFER_WITH_AUTHORIZATION_TYPES,

@@ -7,7 +7,7 @@ import type { PaymentMethod, PendingReconciler } from '../guard.ts'
 import { X402_NETWORK_CAIP2, X402_NETWORK_V1 } from '../networks.ts'
 import type { Hex, SettlementOutcome, TransferAuthorization } from '../types.ts'
 import { x402Challenge } from './challenge.ts'
-import { decodeX402Proof } from './decode.ts'
+import { decodeX402Proof, x402ProofOf } from './decode.ts'
 import { facilitatorRequest, requestOf, storedRequest, type X402Facilitator } from './facilitator.ts'
 import { verifyX402 } from './verify.ts'
 import type { OfferReceiptSigner } from './offer-receipt.ts'
@@ -30,8 +30,9 @@ export function x402Method(options: X402MethodOptions): PaymentMethod {
   return {
     protocol: 'x402',
     challenge: (quote) => x402Challenge(quote, { maxTimeoutSeconds, offerReceipt: options.offerReceipt }),
-    async verify(credential, quote) {
-      const proof = decodeX402Proof(credential)
+    async verify(value, quote, credential) {
+      // Decoded once per request: the payment-identifier read of the same credential shares it.
+      const proof = credential?.value === value ? x402ProofOf(credential) : decodeX402Proof(value)
       const verified = await verifyX402(proof, quote, { now: options.now, maxTimeoutSeconds })
       const network = proof.version === 2 ? X402_NETWORK_CAIP2 : X402_NETWORK_V1
       const auth = proof.authorization

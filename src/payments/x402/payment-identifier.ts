@@ -12,9 +12,7 @@ import type { Db } from '../../platform/db/index.ts'
 import { AppError } from '../../platform/errors.ts'
 import { credentialsOf, paymentCredential, type HeaderBag } from '../credentials.ts'
 import { PaymentRejected } from '../types.ts'
-import { decodeX402Proof } from './decode.ts'
-import { transferWithAuthorizationDigest } from './eip712.ts'
-import { recoverSigner } from './recover.ts'
+import { decodeX402Proof, x402ProofOf, type X402Proof } from './decode.ts'
 
 export const PAYMENT_ID_FIELD = `header.payment-signature.extensions.${PAYMENT_IDENTIFIER}.info.id`
 /** How long a completed id is remembered (the extension asks for "at least 24 hours"). */
@@ -43,9 +41,11 @@ export interface PaymentIdentifierRead {
 export function readPaymentIdentifier(headers: HeaderBag, payTo?: string): PaymentIdentifierRead | undefined {
   const credential = paymentCredential(credentialsOf(headers))
   if (credential?.protocol !== 'x402') return undefined
-  let proof: ReturnType<typeof decodeX402Proof>
+  // Read leniently (trimmed); verification refuses a padded value, which no HTTP parser delivers.
+  const value = credential.value.trim()
+  let proof: X402Proof
   try {
-    proof = decodeX402Proof(credential.value.trim())
+    proof = value === credential.value ? x402ProofOf(credential) : decodeX402Proof(value)
   } catch (error) {
     if (error instanceof PaymentRejected) return undefined
     throw error
@@ -73,7 +73,7 @@ export function readPaymentIdentifier(headers: HeaderBag, payTo?: string): Payme
     })
   }
   if (payTo !== undefined && proof.authorization.to.toLowerCase() !== payTo.toLowerCase()) return undefined
-  const signer = recoverSigner(transferWithAuthorizationDigest(proof.authorization), Buffer.from(proof.signature.slice(2), 'hex'))
+  const signer = proof.signer()
   if (signer === null || signer !== proof.authorization.from.toLowerCase()) return undefined
   return { id, payer: signer }
 }

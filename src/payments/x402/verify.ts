@@ -11,8 +11,6 @@ import type { PriceQuote, RejectReason } from '../types.ts'
 import { x402RequirementsV2 } from './challenge.ts'
 import type { X402ChallengeOptions } from './challenge.ts'
 import type { X402Proof } from './decode.ts'
-import { transferWithAuthorizationDigest } from './eip712.ts'
-import { recoverSigner } from './recover.ts'
 
 /** EIP-3009 nonce state on chain (USDC `authorizationState(from, nonce)`). */
 export interface X402NonceChecker {
@@ -100,9 +98,8 @@ export async function verifyX402(proof: X402Proof, quote: PriceQuote, options: X
     reject('expired', `authorization expired (validBefore ${auth.validBefore})`)
   }
 
-  const signature = Buffer.from(proof.signature.slice(2), 'hex')
-  const digest = transferWithAuthorizationDigest(auth)
-  const signer = recoverSigner(digest, signature)
+  // Recovered once per proof: a payment-identifier read of the same request may have done it.
+  const signer = proof.signer()
   if (signer === null || signer !== auth.from.toLowerCase()) {
     reject('invalid_signature', 'signature does not recover to authorization.from')
   }
