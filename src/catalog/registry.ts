@@ -10,9 +10,12 @@ import { memory } from './registry/memory.ts'
 import { reviews } from './registry/reviews.ts'
 import { scheduler } from './registry/scheduler.ts'
 
-export const registry: Registry = {
-  services: [reviews, songs, speech, advisor, plans, auth, scheduler, memory],
-}
+const services = [reviews, songs, speech, advisor, plans, auth, scheduler, memory]
+
+export const registry: Registry = { services }
+
+/** Every operation of the registry with its declared type (literal operationId, its schemas), which `Registry` erases. */
+export type RegisteredOperation = (typeof services)[number]['operations'][number]
 
 // ------------------------------------------------------------------ lookups
 

@@ -1,19 +1,56 @@
 // Fastify routes of the discovery surface, and the mounting of registry operations.
 // Documents are derived once and served pre-serialized: discovery is the hottest free path.
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest, RawRequestDefaultExpression, RawServerDefault, RouteGenericInterface } from 'fastify'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { createHash } from 'node:crypto'
 import { brotliCompressSync, constants as zlibConstants, gzipSync } from 'node:zlib'
-import { Type, type Static, type TSchema } from '@sinclair/typebox'
+import { Type, type TSchema } from '@sinclair/typebox'
 import { AppError } from '../platform/errors.ts'
 import type { PreparedResponse } from '../platform/http.ts'
 import { parseMicros } from '../platform/money.ts'
 import type { Catalog, OpenapiPage } from './catalog.ts'
 import type { CatalogOperation } from './openapi.ts'
+import type { RegisteredOperation } from './registry.ts'
 import type { ServerName } from './types.ts'
 import { authMd, llmsFullTxt, llmsTxt, manifestView, planView, serviceView, servicesView, type DocumentContext } from './documents.ts'
 import { buildGuide } from './advisor.ts'
 
-export type OperationHandler = (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>
+export type OperationId = RegisteredOperation['operationId']
+
+/** An operation's spec as the registry declares it (a union of ids: any of them). */
+export type OperationOf<Id extends OperationId> = Extract<RegisteredOperation, { operationId: Id }>
+
+/** The operations whose price is the plan named in their path (pricing plan-price). */
+export type PlanPricedOperation = Extract<RegisteredOperation, { pricing: { kind: 'plan-price' } }>['operationId']
+
+/**
+ * The request of an operation (a union of ids: of any of them), typed from the schemas it
+ * declares in the registry: its route validates body, query, params and headers against them
+ * before any wrapper or handler runs.
+ */
+export type OperationRequest<Id extends OperationId> = FastifyRequest<
+  RouteGenericInterface,
+  RawServerDefault,
+  RawRequestDefaultExpression,
+  OperationOf<Id>['schemas'],
+  TypeBoxTypeProvider
+>
+
+/** The handler of one operation; `Decorations` are what the service's access rule sets on the request before it runs. */
+export type Handler<Id extends OperationId, Decorations = unknown> = (request: OperationRequest<Id> & Decorations, reply: FastifyReply) => Promise<unknown>
+
+/** Handlers keyed by the operation they answer, each typed from its own operation's schemas. */
+export type Handlers<Id extends OperationId> = { [Op in Id]: Handler<Op> }
+
+interface MountedHandler {
+  // A method, so its request parameter is bivariant: every Handler<Id> is a MountedHandler. The
+  // id binds handler to schemas where a table is written (Handlers<Id>); mountOperations mounts
+  // each with its own operation's schemas.
+  handle(request: FastifyRequest, reply: FastifyReply): Promise<unknown>
+}
+
+/** A handler of any operation, as access rules wrap it and mountOperations mounts it. */
+export type OperationHandler = MountedHandler['handle']
 export type HandlerTable = Readonly<Record<string, OperationHandler>>
 
 const AnyObject = Type.Object({}, { additionalProperties: true })
@@ -28,7 +65,6 @@ export const OpenapiQuerySchema = Type.Object(
   },
   { additionalProperties: false },
 )
-type OpenapiQuery = Static<typeof OpenapiQuerySchema>
 
 const SlugParams = Type.Object({ slug: Type.String({ minLength: 1, maxLength: 100 }) })
 
@@ -199,7 +235,7 @@ export function pageLinks(page: Pick<OpenapiPage, 'first' | 'prev' | 'next' | 'l
 export function registerOpenapiRoute(app: FastifyInstance, catalog: Catalog, scope?: ServerName): void {
   // Bounded, so made-up queries cannot grow memory (the prepared URLs are bounded too).
   const byQuery = boundedCache<RenderedDocument>(512)
-  app.get<{ Querystring: OpenapiQuery }>('/openapi.json', { schema: { querystring: OpenapiQuerySchema, response: { 200: AnyObject } } }, (request, reply) => {
+  app.withTypeProvider<TypeBoxTypeProvider>().get('/openapi.json', { schema: { querystring: OpenapiQuerySchema, response: { 200: AnyObject } } }, (request, reply) => {
     const { q, path, method, page } = request.query
     const key = JSON.stringify([q, path, method?.toUpperCase(), page ?? 1])
     let document = byQuery.get(key)
@@ -245,10 +281,11 @@ export function registerDiscoveryRoutes(app: FastifyInstance, context: DocumentC
   fixed('/llms.txt', llms, TextDocument)
   fixed('/llms-full.txt', llmsFull, TextDocument)
   fixed('/auth.md', auth, TextDocument)
-  app.get<{ Params: Static<typeof SlugParams> }>('/services/:slug', { schema: { params: SlugParams, response: { 200: AnyObject } } }, (request, reply) =>
+  const routes = app.withTypeProvider<TypeBoxTypeProvider>()
+  routes.get('/services/:slug', { schema: { params: SlugParams, response: { 200: AnyObject } } }, (request, reply) =>
     sendDocument(request, reply, lookup(serviceDocs, request.params.slug)),
   )
-  app.get<{ Params: Static<typeof SlugParams> }>('/services/:slug/openapi.json', { schema: { params: SlugParams, response: { 200: AnyObject } } }, (request, reply) =>
+  routes.get('/services/:slug/openapi.json', { schema: { params: SlugParams, response: { 200: AnyObject } } }, (request, reply) =>
     sendDocument(request, reply, lookup(serviceSpecs, request.params.slug)),
   )
   for (const [slug, document] of serviceDocs) app.prepared.set(`/services/${slug}`, '/services/:slug', document.respond)
@@ -256,7 +293,7 @@ export function registerDiscoveryRoutes(app: FastifyInstance, context: DocumentC
 }
 
 /** Handlers of the free guide operations (GET/POST /advisor/agent/guide). */
-export function guideHandlers(catalog: Catalog): Record<'getAgentGuide' | 'postAgentGuide', OperationHandler> {
+export function guideHandlers(catalog: Catalog): Handlers<'getAgentGuide' | 'postAgentGuide'> {
   const answer = (goal: string, budget: unknown, requirements: string[] | undefined) => {
     const budgetMicros = budget === undefined ? undefined : parseMicros(budget)
     if (budget !== undefined && budgetMicros === undefined) {
@@ -265,14 +302,8 @@ export function guideHandlers(catalog: Catalog): Record<'getAgentGuide' | 'postA
     return buildGuide(catalog, { goal, budgetMicros, requirements })
   }
   return {
-    getAgentGuide: async (request) => {
-      const query = request.query as { goal: string; budgetMicros?: string }
-      return answer(query.goal, query.budgetMicros, undefined)
-    },
-    postAgentGuide: async (request) => {
-      const body = request.body as { goal: string; budgetMicros?: string | number; requirements?: string[] }
-      return answer(body.goal, body.budgetMicros, body.requirements)
-    },
+    getAgentGuide: async (request) => answer(request.query.goal, request.query.budgetMicros, undefined),
+    postAgentGuide: async (request) => answer(request.body.goal, request.body.budgetMicros, request.body.requirements),
   }
 }
 
@@ -298,9 +329,9 @@ const notImplemented = (entry: CatalogOperation, gatewayUrl: string | undefined)
  * plan whose covered operations are all unbuilt answers 409 plan_unavailable before any 402 or
  * 401. Unknown plans pass through (the access rule answers 404 unknown_plan).
  */
-function onlyPurchasablePlans(catalog: Catalog, purchase: OperationHandler): OperationHandler {
+function onlyPurchasablePlans(catalog: Catalog, purchase: OperationHandler): Handler<PlanPricedOperation> {
   return async function purchasablePlanOnly(request, reply) {
-    const planId = (request.params as Record<string, string | undefined>).planId ?? ''
+    const planId = request.params.planId
     const plan = catalog.plan(planId)
     if (plan && !plan.purchasable) {
       throw new AppError('plan_unavailable', `Plan "${planId}" cannot be bought: ${plan.reason ?? 'it covers no built operation'}`, {

@@ -1,10 +1,11 @@
 // Handlers of the gateway's own operations: registration, claims, plan purchase, advisor quote.
 // Access rules (402, 401/403, wallet proofs) are applied around them by the payments module.
 import type { FastifyInstance } from 'fastify'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import type { Catalog } from '../catalog/catalog.ts'
 import { buildGuide } from '../catalog/advisor.ts'
-import type { OperationHandler } from '../catalog/routes.ts'
+import type { Handlers, OperationHandler, OperationId } from '../catalog/routes.ts'
 import { AppError } from '../platform/errors.ts'
 import { parseMicros } from '../platform/money.ts'
 import { warnMailUndelivered, type Mailer } from '../platform/mailer.ts'
@@ -38,7 +39,7 @@ export function gatewayHandlers(deps: GatewayHandlerDeps) {
     startAgentClaim: async (request, reply) => {
       const agent = paymentOf(request).agent
       if (!agent) throw new Error('agent-bearer rule did not name the agent')
-      const { email } = request.body as { email: string }
+      const { email } = request.body
       const { code, expiresAt } = await agents.startClaim(agent.id, email)
       await mailer.send({
         to: email,
@@ -58,7 +59,7 @@ export function gatewayHandlers(deps: GatewayHandlerDeps) {
     },
 
     verifyAgentClaim: async (request) => {
-      const { code } = request.body as { code: string }
+      const { code } = request.body
       const agent = await agents.completeClaim(code)
       const includedUnits = []
       for (const service of metered) {
@@ -72,7 +73,7 @@ export function gatewayHandlers(deps: GatewayHandlerDeps) {
 
     purchasePlan: async (request) => {
       const payment = paymentOf(request)
-      const planId = (request.params as { planId: string }).planId
+      const planId = request.params.planId
       const plan = allPlans.find((candidate) => candidate.id === planId)
       if (!plan || !payment.agent || !payment.replayKey) throw new Error('plan purchase reached without plan, buyer or payment')
       const agentId = payment.agent.id
@@ -95,20 +96,23 @@ export function gatewayHandlers(deps: GatewayHandlerDeps) {
     },
 
     postAgentQuote: async (request) => {
-      const body = request.body as { goal: string; budgetMicros?: string | number; requirements?: string[] }
+      const body = request.body
       const budgetMicros = body.budgetMicros === undefined ? undefined : parseMicros(body.budgetMicros)
       if (body.budgetMicros !== undefined && budgetMicros === undefined) {
         throw new AppError('validation_error', 'budgetMicros must be a non-negative integer of micros', { field: 'body.budgetMicros' })
       }
       return buildGuide(catalog, { goal: body.goal, budgetMicros, requirements: body.requirements })
     },
-  } satisfies Record<string, OperationHandler>
+  } satisfies Partial<Handlers<OperationId>>
   return handlers
 }
 
+/** An EVM address: the pattern is what makes the `0x…` static type true. */
+const EvmAddress = (options: { description?: string } = {}) => Type.Unsafe<Address>(Type.String({ pattern: '^0x[0-9a-fA-F]{40}$', ...options }))
+
 const FaucetRequest = Type.Object(
   {
-    address: Type.String({ pattern: '^0x[0-9a-fA-F]{40}$', description: 'EVM address to fund with test USDC' }),
+    address: EvmAddress({ description: 'EVM address to fund with test USDC' }),
     amountMicros: Type.Union([Type.String({ pattern: '^[1-9][0-9]{0,12}$' }), Type.Integer({ minimum: 1, maximum: 1_000_000_000_000 })], {
       description: 'Test USDC in micros (at most 1,000,000 USDC)',
     }),
@@ -128,7 +132,8 @@ export function registerDevRoutes(app: FastifyInstance, deps: { payments: Paymen
     warnMailUndelivered(deps.mailer, app.log)
     return
   }
-  app.post(
+  const routes = app.withTypeProvider<TypeBoxTypeProvider>()
+  routes.post(
     '/dev/faucet',
     {
       schema: {
@@ -139,7 +144,7 @@ export function registerDevRoutes(app: FastifyInstance, deps: { payments: Paymen
       },
     },
     async (request) => {
-      const body = request.body as { address: Address; amountMicros: string | number }
+      const body = request.body
       const amount = parseMicros(body.amountMicros)
       if (amount === undefined || amount === 0n) throw new AppError('validation_error', 'amountMicros must be a positive integer', { field: 'body.amountMicros' })
       const txHash = await devChain.mint(body.address, amount)
@@ -147,16 +152,16 @@ export function registerDevRoutes(app: FastifyInstance, deps: { payments: Paymen
       return { address: body.address, amountMicros: amount.toString(), balanceMicros: balance.toString(), txHash }
     },
   )
-  app.get(
+  routes.get(
     '/dev/balances/:address',
     {
       schema: {
-        params: Type.Object({ address: Type.String({ pattern: '^0x[0-9a-fA-F]{40}$' }) }),
+        params: Type.Object({ address: EvmAddress() }),
         response: { 200: Type.Object({ address: Type.String(), balanceMicros: Type.String() }, { additionalProperties: false }) },
       },
     },
     async (request) => {
-      const { address } = request.params as { address: Address }
+      const { address } = request.params
       return { address, balanceMicros: (await devChain.balanceOf(address)).toString() }
     },
   )

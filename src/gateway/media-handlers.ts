@@ -3,13 +3,11 @@
 // was delivered is bound to the payment with its sale row, then the payment settles (runPaid in
 // src/payments/access.ts). A refund of undelivered candidates is owed by the settled decision.
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { OperationHandler } from '../catalog/routes.ts'
+import type { Handlers } from '../catalog/routes.ts'
 import type { Db } from '../platform/db/index.ts'
 import { formatUsd } from '../platform/money.ts'
 import { abortOnClose } from '../platform/request-abort.ts'
 import type { MediaClient } from '../media/service.ts'
-import type { SongOrder } from '../media/songs.ts'
-import type { SpeechOrder } from '../media/speech.ts'
 import { chargeFor, MEDIA_SALE_EFFECT, recordSale, refundOf } from './media-sales.ts'
 
 export interface MediaHandlerDeps {
@@ -72,17 +70,17 @@ export function mediaHandlers(deps: MediaHandlerDeps) {
 
   return {
     generateSongs: async (request, reply) => {
-      const outcome = await media.songs(request.body as SongOrder, abortOnClose(reply))
+      const outcome = await media.songs(request.body, abortOnClose(reply))
       const delivery = { operationId: 'generateSongs', ordered: outcome.ordered, delivered: outcome.delivered, unitPriceMicros: deps.prices.song, url: outcome.result.url }
       return sell(request, reply, delivery, outcome.result)
     },
 
     synthesizeSpeech: async (request, reply) => {
-      const result = await media.speech(request.body as SpeechOrder, abortOnClose(reply))
+      const result = await media.speech(request.body, abortOnClose(reply))
       // All or nothing: the units the access rule priced (started blocks of characters) are delivered.
       const units = request.payment?.units ?? 1
       const delivery = { operationId: 'synthesizeSpeech', ordered: units, delivered: units, unitPriceMicros: deps.prices.speech, url: result.url }
       return sell(request, reply, delivery, result)
     },
-  } satisfies Record<string, OperationHandler>
+  } satisfies Handlers<'generateSongs' | 'synthesizeSpeech'>
 }

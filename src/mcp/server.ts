@@ -123,6 +123,7 @@ export function registerMcpRoute(app: FastifyInstance, deps: McpDeps): void {
       MCP_PATH,
       { schema: { body: JsonRpcBody, response: { 200: JsonRpcAnswer, 202: { type: 'null' } } }, attachValidation: true, bodyLimit: deps.bodyLimitBytes },
       async (request, reply) => {
+        // Not validated yet (attachValidation): whatever the parser above made of the bytes, its markers included.
         const body = request.body as Record<string | symbol, unknown> | undefined
         if (body?.[PARSE_ERROR]) return jsonRpcError(reply, 400, ErrorCode.ParseError, 'Parse error: the body is not JSON')
         if (body?.[TOO_DEEP]) {

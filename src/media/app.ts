@@ -2,6 +2,7 @@
 // generation API the gateway calls (after it has authorised the payment; never public, a shared
 // bearer and the chart's NetworkPolicy keep it so), the hosted audio under /media, and probes.
 import { timingSafeEqual } from 'node:crypto'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { SongRequest, SongResult } from '../catalog/schemas/songs.ts'
@@ -13,8 +14,6 @@ import { abortOnClose } from '../platform/request-abort.ts'
 import { MEDIA_SONGS_PATH, MEDIA_SPEECH_PATH, MEDIA_TOOLS_PATH } from './client.ts'
 import { registerAudioHosting } from './hosting.ts'
 import type { MediaService } from './service.ts'
-import type { SongOrder } from './songs.ts'
-import type { SpeechOrder } from './speech.ts'
 
 export interface MediaAppDeps extends HttpAppOptions {
   service: MediaService
@@ -35,13 +34,14 @@ export function buildMediaApp(deps: MediaAppDeps): FastifyInstance {
     const given = Buffer.from(request.headers.authorization ?? '')
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw new AppError('bearer_required', 'the internal media API needs the gateway bearer')
   }
-  app.post(MEDIA_SONGS_PATH, { schema: { body: SongRequest, response: { 200: SongOutcomeSchema } }, preHandler: authorize }, async (request, reply) =>
-    deps.service.songs(request.body as SongOrder, abortOnClose(reply)),
+  const routes = app.withTypeProvider<TypeBoxTypeProvider>()
+  routes.post(MEDIA_SONGS_PATH, { schema: { body: SongRequest, response: { 200: SongOutcomeSchema } }, preHandler: authorize }, async (request, reply) =>
+    deps.service.songs(request.body, abortOnClose(reply)),
   )
-  app.post(MEDIA_SPEECH_PATH, { schema: { body: SpeechRequest, response: { 200: Type.Omit(SpeechResult, ['price_usdc']) } }, preHandler: authorize }, async (request, reply) =>
-    deps.service.speech(request.body as SpeechOrder, abortOnClose(reply)),
+  routes.post(MEDIA_SPEECH_PATH, { schema: { body: SpeechRequest, response: { 200: Type.Omit(SpeechResult, ['price_usdc']) } }, preHandler: authorize }, async (request, reply) =>
+    deps.service.speech(request.body, abortOnClose(reply)),
   )
-  app.get(
+  routes.get(
     `${MEDIA_TOOLS_PATH}/:kind`,
     {
       schema: {
@@ -50,7 +50,7 @@ export function buildMediaApp(deps: MediaAppDeps): FastifyInstance {
       },
       preHandler: authorize,
     },
-    async (request) => ({ missing: (await deps.service.unavailable?.((request.params as { kind: 'song' | 'speech' }).kind)) ?? null }),
+    async (request) => ({ missing: (await deps.service.unavailable?.(request.params.kind)) ?? null }),
   )
   registerAudioHosting(app, { blobs: deps.blobs })
   return app

@@ -120,7 +120,7 @@ export function registerAudioHosting(app: FastifyInstance, deps: AudioHostingDep
     // The key is checked before the platform's text checks (preValidation), so every path that
     // is not a hosted key, a NUL in it included, is the same 404.
     onRequest: async (request) => {
-      if (audioKeyOf((request.params as Record<string, unknown>)['*']) === undefined) throw notFound(prefix)
+      if (audioKeyOf(request.params['*']) === undefined) throw notFound(prefix)
     },
     handler: (request, reply) => serve(blobs, prefix, request, reply),
   })

@@ -12,7 +12,7 @@
 //   (SIWX or a $0 MPP proof bound to the request; a plan access token for marketplace owners).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { createServiceApp, type ServiceAppDeps } from '../catalog/service-app.ts'
-import type { AccessWrapper, OperationHandler } from '../catalog/routes.ts'
+import type { AccessWrapper, Handler, OperationOf, OperationRequest } from '../catalog/routes.ts'
 import type { CatalogOperation } from '../catalog/openapi.ts'
 import type { Payments } from '../payments/index.ts'
 import { credentialsOf, paymentCredential } from '../payments/credentials.ts'
@@ -23,7 +23,6 @@ import type { KeyValue } from '../platform/kv/index.ts'
 import { AppError } from '../platform/errors.ts'
 import type { MemoryService } from './service.ts'
 import type { MemoryMoney } from './deposits.ts'
-import type { RecordInput } from './records.ts'
 import { depositorHint, offerDepositRail } from './deposit-offer.ts'
 
 import { MEMORY_OPERATIONS } from './operations.ts'
@@ -39,9 +38,15 @@ export interface MemoryAppDeps extends ServiceAppDeps {
 
 declare module 'fastify' {
   interface FastifyRequest {
+    /** The owner proven for an owner operation (a wallet, or `agent:<id>` for a plan holder). */
     memoryOwner?: string
   }
 }
+
+type MemoryOperation = (typeof MEMORY_OPERATIONS)[number]
+
+/** What `wrap` (in buildMemoryApp) sets on the request before the handler of operation `Id` runs. */
+type SetByAccessRule<Id extends MemoryOperation> = OperationOf<Id>['proof'] extends 'wallet' ? { memoryOwner: string } : unknown
 
 export function buildMemoryApp(deps: MemoryAppDeps): FastifyInstance {
   const { payments, service, money } = deps
@@ -67,17 +72,16 @@ export function buildMemoryApp(deps: MemoryAppDeps): FastifyInstance {
     ownerProof.prove({ method: request.method, url: `${base}${request.url}`, headers: request.headers, operationId: entry.spec.operationId, description: entry.spec.summary })
 
   const depositor = depositorHint(base)
-  const owner = (request: FastifyRequest) => request.memoryOwner as string
   const idempotencyKey = (request: FastifyRequest) => credentialsOf(request.headers).idempotencyKey
 
-  const handlers: Record<(typeof MEMORY_OPERATIONS)[number], OperationHandler> = {
+  const handlers: { [Id in MemoryOperation]: Handler<Id, SetByAccessRule<Id>> } = {
     // Reached through the per-call payment only (the other rails are answered in `wrap`).
     rememberMemory: async (request, reply) => {
       const payment = request.payment
       if (payment === null || payment.payer === null || payment.replayKey === null || payment.bind === undefined) {
         throw new AppError('internal', 'rememberMemory ran without a payment')
       }
-      const prepared = await service.prepare(request.body as RecordInput)
+      const prepared = await service.prepare(request.body)
       // The payer is the proof's verified signer; its deposit pays when it covers the write.
       const { view } = await service.rememberPaid(
         payment.payer.toLowerCase(),
@@ -100,17 +104,17 @@ export function buildMemoryApp(deps: MemoryAppDeps): FastifyInstance {
       payment.present = () => money.depositView(payer, replayKey)
       return money.depositView(payer, replayKey)
     },
-    recallMemories: async (request) => service.recall(owner(request), request.body as { query: string; context?: string; tags?: string[]; limit?: number }),
-    expandMemories: async (request) => service.expand(owner(request), (request.body as { ids: string[] }).ids),
-    getMemoryAccount: async (request) => service.account(owner(request)),
-    withdrawMemoryDeposit: async (request) => money.withdraw(owner(request)),
+    recallMemories: async (request) => service.recall(request.memoryOwner, request.body),
+    expandMemories: async (request) => service.expand(request.memoryOwner, request.body.ids),
+    getMemoryAccount: async (request) => service.account(request.memoryOwner),
+    withdrawMemoryDeposit: async (request) => money.withdraw(request.memoryOwner),
   }
 
   const wrap: AccessWrapper = (entry, handler) => {
     if (entry.spec.operationId === 'rememberMemory') {
       const paid = payments.access.wrap(entry, handler)
-      return async function remember(request: FastifyRequest, reply: FastifyReply) {
-        const input = request.body as RecordInput
+      return async function remember(request: OperationRequest<'rememberMemory'>, reply: FastifyReply) {
+        const input = request.body
         const key = idempotencyKey(request)
         if (key !== undefined) {
           const replay = await service.replayOf(key, input)

@@ -6,7 +6,7 @@ import { AppError } from '../platform/errors.ts'
 import { formatUsd } from '../platform/money.ts'
 import type { Logger } from '../platform/logger.ts'
 import type { CatalogOperation } from '../catalog/openapi.ts'
-import type { OperationHandler } from '../catalog/routes.ts'
+import type { OperationHandler, OperationRequest, PlanPricedOperation } from '../catalog/routes.ts'
 import type { PlanSpec, Registry } from '../catalog/types.ts'
 import type { PaymentGuard, AuthorizedPayment } from './guard.ts'
 import type { Agent, AgentStore } from './agents.ts'
@@ -127,6 +127,7 @@ export function createAccessControl(deps: AccessDeps) {
 
   function discoveryParts(entry: CatalogOperation, request: FastifyRequest): Pick<PriceQuote, 'discovery' | 'pathParams'> {
     const discovery = discoveryOf(entry)
+    // Any operation's path parameters: the router's strings, which every params schema of the registry keeps strings.
     const params = request.params as Record<string, string> | undefined
     return { ...(discovery ? { discovery } : {}), ...(params && Object.keys(params).length > 0 ? { pathParams: params } : {}) }
   }
@@ -209,6 +210,7 @@ export function createAccessControl(deps: AccessDeps) {
         amount = await quote(request)
       } else if (pricing.kind === 'per-unit') {
         if (!meter) throw new Error(`${spec.operationId}: per-unit pricing without a meter`)
+        // Any per-unit operation's body, read by the field names its pricing gives: checked below, not typed.
         const body = request.body as Record<string, unknown> | undefined
         const raw = pricing.unitsFromBody ? body?.[pricing.unitsFromBody] : undefined
         units = typeof raw === 'number' && Number.isInteger(raw) && raw > 0 ? raw : (pricing.defaultUnits ?? 1)
@@ -220,7 +222,8 @@ export function createAccessControl(deps: AccessDeps) {
         if (read === undefined || !read.valid || read.micros === 0n) throw payAmountInvalid()
         amount = read.micros
       } else if (pricing.kind === 'plan-price') {
-        const planId = (request.params as Record<string, string>).planId
+        // This pricing is that of the plan-priced operations: their params schemas name planId.
+        const planId = (request as OperationRequest<PlanPricedOperation>).params.planId
         const plan = allPlans.find((candidate) => candidate.id === planId)
         if (!plan) throw new AppError('unknown_plan', `No plan "${planId}"; see /manifest.json`, { field: 'path.planId' })
         if (!agent) {

@@ -7,16 +7,16 @@
 // so a session and its charge exist together or not at all, and a retried request with the same
 // Idempotency-Key is answered from the first without a second debit.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import { CapabilityParams, type ReviewSubmission } from '../catalog/schemas/reviews.ts'
-import type { OperationHandler } from '../catalog/routes.ts'
-import type { Static } from '@sinclair/typebox'
+import { CapabilityParams } from '../catalog/schemas/reviews.ts'
+import type { Handlers } from '../catalog/routes.ts'
 import { planOffer, registrationRecipe } from '../payments/access.ts'
 import { accessTokenCredential, credentialsOf } from '../payments/credentials.ts'
 import type { Payments } from '../payments/index.ts'
 import type { PlanSpec } from '../catalog/types.ts'
 import { AppError } from '../platform/errors.ts'
-import type { CreateReviewInput, ReviewService } from './service.ts'
+import type { ReviewService } from './service.ts'
 import type { StaticAsset } from '../platform/html.ts'
 import type { ReviewerAssets, ReviewOrigins } from './types.ts'
 
@@ -32,7 +32,7 @@ export interface ReviewAppDeps {
 }
 
 /** The operations' handlers; createReviewSession authenticates its bearer itself (see header). */
-export function reviewHandlers(deps: ReviewAppDeps): Record<(typeof REVIEW_OPERATIONS)[number], OperationHandler> {
+export function reviewHandlers(deps: ReviewAppDeps): Handlers<(typeof REVIEW_OPERATIONS)[number]> {
   const { service, payments } = deps
   return {
     createReviewSession: async (request, reply) => {
@@ -48,7 +48,7 @@ export function reviewHandlers(deps: ReviewAppDeps): Record<(typeof REVIEW_OPERA
           { extensions: { recipe: registrationRecipe(deps.gatewayUrl), plans: deps.plans.map((plan) => planOffer(plan, deps.gatewayUrl)) } },
         )
       }
-      const { session, standing } = await service.create(agent.id, request.body as CreateReviewInput, credentials.idempotencyKey)
+      const { session, standing } = await service.create(agent.id, request.body, credentials.idempotencyKey)
       if (standing !== undefined) {
         reply.header('x-plan-id', standing.planId)
         if (standing.remainingMicros !== undefined) reply.header('x-plan-credit-remaining-micros', standing.remainingMicros.toString())
@@ -61,9 +61,9 @@ export function reviewHandlers(deps: ReviewAppDeps): Record<(typeof REVIEW_OPERA
     getReviewSession: async (request) => {
       const agent = request.payment?.agent
       if (!agent) throw new Error('getReviewSession reached without its bearer rule')
-      return service.status(agent.id, (request.params as { reviewId: string }).reviewId)
+      return service.status(agent.id, request.params.reviewId)
     },
-    submitReview: async (request) => service.submit((request.params as { capability: string }).capability, request.body as Static<typeof ReviewSubmission>),
+    submitReview: async (request) => service.submit(request.params.capability, request.body),
   }
 }
 
@@ -100,26 +100,27 @@ export function registerReviewerPages(app: FastifyInstance, deps: { service: Rev
   const { service, assets } = deps
   const pageHeaders = reviewerPageHeaders(deps.origins)
   const missing = () => new AppError('review_not_found', 'No review session has this address; check the link you were given')
+  const routes = app.withTypeProvider<TypeBoxTypeProvider>()
 
-  app.get(
+  routes.get(
     '/reviews/assets/:name',
     { schema: { params: Type.Object({ name: Type.String({ pattern: '^[a-z-]+\\.(js|css)$' }) }), response: { 200: Type.Any() } } },
     async (request, reply) => {
-      const asset = assets.get((request.params as { name: string }).name)
+      const asset = assets.get(request.params.name)
       if (asset === undefined) throw new AppError('not_found', 'No such reviewer asset')
       return sendAsset(request, reply, asset)
     },
   )
 
-  app.get('/reviews/:capability', { schema: { params: CapabilityParams, response: { 200: Type.String() } } }, async (request, reply) => {
-    const view = await service.page((request.params as { capability: string }).capability)
+  routes.get('/reviews/:capability', { schema: { params: CapabilityParams, response: { 200: Type.String() } } }, async (request, reply) => {
+    const view = await service.page(request.params.capability)
     if (view === undefined) throw missing()
     reply.headers(pageHeaders).header('content-type', 'text/html; charset=utf-8')
     return assets.render(view)
   })
 
-  app.get('/reviews/:capability/bundle.zip', { schema: { params: CapabilityParams, response: { 200: Type.Any() } } }, async (request, reply) => {
-    const bundle = await service.bundle((request.params as { capability: string }).capability)
+  routes.get('/reviews/:capability/bundle.zip', { schema: { params: CapabilityParams, response: { 200: Type.Any() } } }, async (request, reply) => {
+    const bundle = await service.bundle(request.params.capability)
     if (bundle === undefined) throw missing()
     reply
       .header('content-type', 'application/zip')

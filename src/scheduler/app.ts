@@ -13,10 +13,11 @@
 //   that owns marketplace-rail tasks;
 // - api-key: Authorization: Bearer agk_…; webhook: Authorization: Bearer whsec_….
 // Every credential header is read by src/payments/credentials.ts.
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { Type } from '@sinclair/typebox'
 import { createServiceApp, type ServiceAppDeps } from '../catalog/service-app.ts'
-import type { AccessWrapper, OperationHandler } from '../catalog/routes.ts'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import type { AccessWrapper, Handler, OperationHandler, OperationOf, OperationRequest } from '../catalog/routes.ts'
 import type { CatalogOperation } from '../catalog/openapi.ts'
 import type { Payments } from '../payments/index.ts'
 import { credentialsOf, paymentCredential, payAmountMicros, tokenOf } from '../payments/credentials.ts'
@@ -44,15 +45,58 @@ export interface SchedulerAppDeps extends ServiceAppDeps {
   executorHealth?: ExecutorHealth
 }
 
+/** What createTask's access rule checked before payment: the spec to create, and the plan holder on the marketplace rail. */
+interface CreatePrecheck {
+  spec: Parameters<SchedulerService['createTask']>[0]['spec']
+  hash: string
+  holder?: PlanHolder
+}
+
+/** What fundTask's access rule checked before payment: the top-up, and the plan holder on the marketplace rail. */
+interface FundPrecheck {
+  amount: bigint
+  holder?: PlanHolder
+}
+
+interface SchedulerAccount {
+  id: string
+  owner: string
+}
+
 declare module 'fastify' {
   interface FastifyRequest {
     /** The wallet proven for an owner operation (lowercase address). */
     owner?: string
     /** The account of an api-key operation. */
-    account?: { id: string; owner: string }
-    schedulerPrecheck?: unknown
+    account?: SchedulerAccount
+    schedulerPrecheck?: CreatePrecheck | FundPrecheck
   }
 }
+
+type SchedulerOperation = (typeof SCHEDULER_OPERATIONS)[number]
+
+/** What `wrap` (in buildSchedulerApp) sets on the request before the handler of operation `Id` runs. */
+type SetByAccessRule<Id extends SchedulerOperation> = Id extends 'createTask'
+  ? { schedulerPrecheck: CreatePrecheck }
+  : Id extends 'fundTask'
+    ? { schedulerPrecheck: FundPrecheck }
+    : OperationOf<Id>['proof'] extends 'wallet'
+      ? { owner: string }
+      : OperationOf<Id>['proof'] extends 'api-key'
+        ? { account: SchedulerAccount }
+        : unknown
+
+type SchedulerHandlers = { [Id in SchedulerOperation]: Handler<Id, SetByAccessRule<Id>> }
+
+/** The operations paid into a task's escrow, whose access rule runs a precheck before any 402. */
+type PrepaidOperation = 'createTask' | 'fundTask'
+
+/** A prepaid operation's checks before payment: the checked call, or the answer of an idempotent retry. */
+type Precheck<Id extends PrepaidOperation> = (
+  request: OperationRequest<Id>,
+  idempotencyKey: string,
+  requester: { holder: PlanHolder | undefined; credential: boolean },
+) => Promise<(Id extends 'createTask' ? CreatePrecheck : FundPrecheck) | { existing: Record<string, unknown> }>
 
 /** The Idempotency-Key of a request, read by credentials.ts (the only header the handlers ask for). */
 function header(request: FastifyRequest, _name: 'idempotency-key'): string | undefined {
@@ -103,16 +147,12 @@ export function buildSchedulerApp(deps: SchedulerAppDeps): FastifyInstance {
   const proveOwner = (request: FastifyRequest, entry: CatalogOperation): Promise<string> =>
     ownerProof.prove({ method: request.method, url: resourceUrl(request), headers: request.headers, operationId: entry.spec.operationId, description: entry.spec.summary })
 
-  const id = (request: FastifyRequest) => (request.params as { id: string }).id
-  const owner = (request: FastifyRequest) => request.owner as string
-  const account = (request: FastifyRequest) => request.account as { id: string; owner: string }
-
-  const handlers: Record<(typeof SCHEDULER_OPERATIONS)[number], OperationHandler> = {
+  const handlers: SchedulerHandlers = {
     getSchedulerIndex: async () => index,
     getSchedulerRates: async () => ratesDocument,
     listSiblings: async () => siblings,
     createTask: async (request, reply) => {
-      const pre = request.schedulerPrecheck as { spec: Parameters<SchedulerService['createTask']>[0]['spec']; hash: string; holder?: PlanHolder }
+      const pre = request.schedulerPrecheck
       if (pre.holder !== undefined) {
         // Marketplace rail: no payment; the plan holder owns the task and its cap is a limit only.
         const { task } = await service.createTask({
@@ -139,11 +179,11 @@ export function buildSchedulerApp(deps: SchedulerAppDeps): FastifyInstance {
       return task
     },
     fundTask: async (request) => {
-      const pre = request.schedulerPrecheck as { amount: bigint; holder?: PlanHolder }
+      const pre = request.schedulerPrecheck
       if (pre.holder !== undefined) {
         // Marketplace rail: the cap is raised, nothing is charged (channel marketplace:<owner>).
         const { task } = await service.fundTask({
-          taskId: id(request),
+          taskId: request.params.id,
           amount: pre.amount,
           idempotencyKey: header(request, 'idempotency-key') as string,
           payment: { payer: pre.holder.owner, protocol: 'marketplace', amountMicros: pre.amount, replayKey: null },
@@ -153,79 +193,88 @@ export function buildSchedulerApp(deps: SchedulerAppDeps): FastifyInstance {
       const payment = request.payment
       if (payment === null || payment.payer === null) throw new AppError('INTERNAL', 'fundTask ran without a payment')
       const { task } = await service.fundTask({
-        taskId: id(request),
+        taskId: request.params.id,
         amount: pre.amount,
         idempotencyKey: header(request, 'idempotency-key') as string,
         payment: { payer: payment.payer, protocol: payment.protocol, amountMicros: payment.amountMicros, replayKey: payment.replayKey, bind: payment.bind },
       })
-      payment.present = () => service.currentView(id(request))
+      payment.present = () => service.currentView(request.params.id)
       return task
     },
-    cloneTask: async (request) => service.cloneTask(owner(request), (request.body as { task_id: string }).task_id),
-    updateTask: async (request) => service.patchTask(id(request), owner(request), request.body),
-    replaceTaskEnv: async (request) => service.replaceEnv(id(request), owner(request), request.body as { env: unknown }),
-    pauseTask: async (request) => service.pauseTask(id(request), owner(request)),
-    resumeTask: async (request) => service.resumeTask(id(request), owner(request)),
-    enableTaskWebhook: async (request) => service.enableWebhook(id(request), owner(request)),
-    disableTaskWebhook: async (request) => service.disableWebhook(id(request), owner(request)),
-    runTaskWebhook: async (request) => service.runWebhook(id(request), bearer(request)),
-    getTask: async (request) => service.getTask(id(request), owner(request)),
-    runTaskNow: async (request) => service.runNow(id(request), owner(request)),
+    cloneTask: async (request) => service.cloneTask(request.owner, request.body.task_id),
+    updateTask: async (request) => service.patchTask(request.params.id, request.owner, request.body),
+    replaceTaskEnv: async (request) => service.replaceEnv(request.params.id, request.owner, request.body),
+    pauseTask: async (request) => service.pauseTask(request.params.id, request.owner),
+    resumeTask: async (request) => service.resumeTask(request.params.id, request.owner),
+    enableTaskWebhook: async (request) => service.enableWebhook(request.params.id, request.owner),
+    disableTaskWebhook: async (request) => service.disableWebhook(request.params.id, request.owner),
+    runTaskWebhook: async (request) => service.runWebhook(request.params.id, bearer(request)),
+    getTask: async (request) => service.getTask(request.params.id, request.owner),
+    runTaskNow: async (request) => service.runNow(request.params.id, request.owner),
     triggerTask: async (request, reply) => {
       reply.code(202)
-      return service.triggerTask(id(request), owner(request))
+      return service.triggerTask(request.params.id, request.owner)
     },
-    listTaskRuns: async (request) => service.listRuns(id(request), owner(request), request.query as { cursor?: string; limit?: number }),
-    getRun: async (request) => service.getRun(id(request), owner(request)),
-    getOwnerUsage: async (request) => service.ownerUsage(owner(request)),
-    getTaskLedger: async (request) => service.taskLedger(id(request), owner(request)),
-    deleteTask: async (request) => service.deleteTask(id(request), owner(request)),
-    getAccount: async (request) => service.getAccount(account(request)),
-    listAccountKeys: async (request) => ({ keys: await service.keysOf(account(request).id) }),
-    getAccountLedger: async (request) => service.accountLedger(account(request), request.query as { cursor?: string; limit?: number }),
-    revokeAccountKey: async (request) => service.revokeKey(account(request), id(request)),
+    listTaskRuns: async (request) => service.listRuns(request.params.id, request.owner, request.query),
+    getRun: async (request) => service.getRun(request.params.id, request.owner),
+    getOwnerUsage: async (request) => service.ownerUsage(request.owner),
+    getTaskLedger: async (request) => service.taskLedger(request.params.id, request.owner),
+    deleteTask: async (request) => service.deleteTask(request.params.id, request.owner),
+    getAccount: async (request) => service.getAccount(request.account),
+    listAccountKeys: async (request) => ({ keys: await service.keysOf(request.account.id) }),
+    getAccountLedger: async (request) => service.accountLedger(request.account, request.query),
+    revokeAccountKey: async (request) => service.revokeKey(request.account, request.params.id),
     createAccountKey: async (request, reply) => {
       reply.code(201)
-      return service.createKey(owner(request))
+      return service.createKey(request.owner)
     },
   }
 
   const headerMicros = (request: FastifyRequest): bigint | undefined => payAmountMicros(credentialsOf(request.headers))
 
-  const wrap: AccessWrapper = (entry, handler) => {
-    const op = entry.spec.operationId
-    if (op === 'createTask' || op === 'fundTask') {
-      const paid = payments.access.wrap(entry, handler)
-      return async function prepaid(request: FastifyRequest, reply: FastifyReply) {
-        const key = header(request, 'idempotency-key') as string
-        // The rail of the call: a payment credential = direct (a bearer token beside it only names
-        // the buyer, as on every payg call); Authorization: Bearer <access token> alone = marketplace.
-        const credential = paymentCredential(credentialsOf(request.headers)) !== undefined
-        const holder = credential ? undefined : await service.marketplace.holder(request.headers)
-        const pre =
-          op === 'createTask'
-            ? await service.precheckCreate(request.body, key, headerMicros(request), holder)
-            : await service.precheckFund(id(request), request.body as { top_up_amount_micros: unknown }, key, headerMicros(request), { holder, credential })
-        if ('existing' in pre) return pre.existing // an idempotent retry: nothing is paid again
-        if (holder !== undefined) {
-          request.schedulerPrecheck = { ...pre, holder }
-          return handler(request, reply) // marketplace rail: never a 402, nothing to settle
-        }
-        request.schedulerPrecheck = pre
-        try {
-          return await paid(request, reply)
-        } catch (error) {
-          // An unpaid create learns about the other rail from its 402.
-          if (op === 'createTask' && error instanceof AppError && error.code === 'payment_required') {
-            error.extensions.marketplace = {
-              how: 'Or create on the marketplace rail: no payment, send Authorization: Bearer <accessToken> of an agent holding a plan that covers the scheduler',
-              plans: service.marketplace.planOffers(),
-            }
+  const prechecks: { [Id in PrepaidOperation]: Precheck<Id> } = {
+    createTask: (request, key, { holder }) => service.precheckCreate(request.body, key, headerMicros(request), holder),
+    fundTask: (request, key, requester) => service.precheckFund(request.params.id, request.body, key, headerMicros(request), requester),
+  }
+
+  /**
+   * The access rule of create and fund: the precheck (validation, idempotent retries) answers
+   * before any 402, then the call runs on the marketplace rail or behind its payment.
+   */
+  function prepaid<Id extends PrepaidOperation>(entry: CatalogOperation, handler: OperationHandler, precheck: Precheck<Id>): Handler<Id> {
+    const paid = payments.access.wrap(entry, handler)
+    return async function prepaid(request, reply) {
+      const key = header(request, 'idempotency-key') as string
+      // The rail of the call: a payment credential = direct (a bearer token beside it only names
+      // the buyer, as on every payg call); Authorization: Bearer <access token> alone = marketplace.
+      const credential = paymentCredential(credentialsOf(request.headers)) !== undefined
+      const holder = credential ? undefined : await service.marketplace.holder(request.headers)
+      const pre = await precheck(request, key, { holder, credential })
+      if ('existing' in pre) return pre.existing // an idempotent retry: nothing is paid again
+      if (holder !== undefined) {
+        request.schedulerPrecheck = { ...pre, holder }
+        return handler(request, reply) // marketplace rail: never a 402, nothing to settle
+      }
+      request.schedulerPrecheck = pre
+      try {
+        return await paid(request, reply)
+      } catch (error) {
+        // An unpaid create learns about the other rail from its 402.
+        if (entry.spec.operationId === 'createTask' && error instanceof AppError && error.code === 'payment_required') {
+          error.extensions.marketplace = {
+            how: 'Or create on the marketplace rail: no payment, send Authorization: Bearer <accessToken> of an agent holding a plan that covers the scheduler',
+            plans: service.marketplace.planOffers(),
           }
-          throw error
         }
+        throw error
       }
     }
+  }
+
+  const wrap: AccessWrapper = (entry, handler) => {
+    const op = entry.spec.operationId
+    if (op === 'createTask') return prepaid(entry, handler, prechecks.createTask)
+    if (op === 'fundTask') return prepaid(entry, handler, prechecks.fundTask)
     switch (entry.spec.proof) {
       case 'wallet':
         return async function ownerOperation(request, reply) {
@@ -252,8 +301,9 @@ export function buildSchedulerApp(deps: SchedulerAppDeps): FastifyInstance {
 
   const LogsParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' }) }, { additionalProperties: false })
   const LogsQuery = Type.Object({ sig: Type.String({ minLength: 1, maxLength: 128 }) }, { additionalProperties: false })
-  app.get('/api/v1/runs/:id/logs', { schema: { params: LogsParams, querystring: LogsQuery, response: { 200: Type.String() } } }, async (request, reply) => {
-    const text = await service.runLogs((request.params as { id: string }).id, (request.query as { sig: string }).sig)
+  const routes = app.withTypeProvider<TypeBoxTypeProvider>()
+  routes.get('/api/v1/runs/:id/logs', { schema: { params: LogsParams, querystring: LogsQuery, response: { 200: Type.String() } } }, async (request, reply) => {
+    const text = await service.runLogs(request.params.id, request.query.sig)
     reply.type('text/plain; charset=utf-8').header('cache-control', 'private, max-age=60')
     return text
   })

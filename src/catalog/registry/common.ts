@@ -1,6 +1,7 @@
 // Wording and schemas shared by the services of the registry: how to pay per call (PAYG_HOW), how to
 // reach a plan-access operation (PLAN_HOW) and the problem+json error schema.
 import { ProblemSchema } from '../schemas/common.ts'
+import type { ServiceSpec } from '../types.ts'
 
 export const PAYG_HOW =
   'How to pay: call without payment to get 402 Payment Required with a signed challenge (x402 v2 PAYMENT-REQUIRED header, x402 v1 JSON body; plus an MPP WWW-Authenticate: Payment challenge where this gateway offers MPP charges, i.e. x-payment-info.protocols lists mpp). ' +
@@ -14,3 +15,11 @@ export const PLAN_HOW =
   '(3) call with Authorization: Bearer <accessToken>. Without a token: 401 bearer_required with a registration recipe. Without a covering plan: 403 plan_required listing the plans that cover the call.'
 
 export const problem = ProblemSchema
+
+/**
+ * A service of the registry with its literal type kept (operation ids, schemas): the handler of
+ * each operation is typed from the schemas its route validates with (Handler in ../routes.ts).
+ */
+export function defineService<const S extends ServiceSpec>(service: S): S {
+  return service
+}

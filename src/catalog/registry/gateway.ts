@@ -1,5 +1,4 @@
 // The gateway's own free services: the seller advisor, plan purchase and agent registration.
-import type { ServiceSpec } from '../types.ts'
 import {
   ClaimStarted,
   ClaimStartRequest,
@@ -12,9 +11,9 @@ import {
   PlanPurchase,
   Registration,
 } from '../schemas/gateway.ts'
-import { PAYG_HOW, problem } from './common.ts'
+import { defineService, PAYG_HOW, problem } from './common.ts'
 
-export const advisor: ServiceSpec = {
+export const advisor = defineService({
   slug: 'advisor',
   title: 'Seller advisor',
   description:
@@ -76,9 +75,9 @@ export const advisor: ServiceSpec = {
       keywords: ['advisor', 'guide', 'recommend', 'which service', 'price', 'discovery'],
     },
   ],
-}
+})
 
-export const plans: ServiceSpec = {
+export const plans = defineService({
   slug: 'plans',
   title: 'Plan purchase',
   description:
@@ -110,9 +109,9 @@ export const plans: ServiceSpec = {
       keywords: ['plan', 'subscription', 'credit', 'buy', 'purchase', 'prepaid'],
     },
   ],
-}
+})
 
-export const auth: ServiceSpec = {
+export const auth = defineService({
   slug: 'auth',
   title: 'Agent registration',
   description: 'Anonymous, free registration that issues the bearer access token used for plan access.',
@@ -170,4 +169,4 @@ export const auth: ServiceSpec = {
       keywords: ['claim', 'email', 'verify', 'code'],
     },
   ],
-}
+})

@@ -1,10 +1,9 @@
 // The pay-per-call media services of the gateway: song generation and text to speech.
-import type { ServiceSpec } from '../types.ts'
 import { SongRequest, SongResult } from '../schemas/songs.ts'
 import { SPEECH_MAX_CHARACTERS, SPEECH_VOICES, SpeechRequest, SpeechResult } from '../schemas/speech.ts'
-import { PAYG_HOW, problem } from './common.ts'
+import { defineService, PAYG_HOW, problem } from './common.ts'
 
-export const songs: ServiceSpec = {
+export const songs = defineService({
   slug: 'songmodel-3-pro',
   title: 'Song generation (songmodel-3-pro)',
   description:
@@ -54,9 +53,9 @@ export const songs: ServiceSpec = {
       ],
     },
   ],
-}
+})
 
-export const speech: ServiceSpec = {
+export const speech = defineService({
   slug: 'speechmodel-3.1-flash-tts',
   title: 'Speech generation (speechmodel-3.1-flash-tts)',
   description: 'Converts text to speech and returns a hosted WAV (24 kHz mono 16-bit). 0.015000 USD per started 1,000 characters of input.',
@@ -86,4 +85,4 @@ export const speech: ServiceSpec = {
       keywords: ['tts', 'text to speech', 'voice', 'speak', 'narration', 'read aloud', 'voiceover', 'wav', 'audio'],
     },
   ],
-}
+})

@@ -1,5 +1,5 @@
 // The encrypted agent memory service (its own server): its marketplace plan, meter and operations.
-import type { OperationSpec, PlanSpec, ServiceSpec } from '../types.ts'
+import type { OperationSpec, PlanSpec } from '../types.ts'
 import {
   DepositHeaders,
   DepositResult,
@@ -13,11 +13,11 @@ import {
   RememberResult,
   WithdrawResult,
 } from '../schemas/memory.ts'
-import { PAYG_HOW, problem } from './common.ts'
+import { defineService, PAYG_HOW, problem } from './common.ts'
 
 type MemoryOp = Omit<OperationSpec, 'service' | 'server' | 'access' | 'tags'> & { tags?: string[] }
 
-function memoryOp(operation: MemoryOp): OperationSpec {
+function memoryOp<const O extends MemoryOp>(operation: O): O & OperationSpec {
   return { service: 'memory', server: 'memory', access: 'payg', tags: ['memory'], ...operation }
 }
 
@@ -41,7 +41,7 @@ const memoryPlans: PlanSpec[] = [
   },
 ]
 
-export const memory: ServiceSpec = {
+export const memory = defineService({
   slug: 'memory',
   title: 'Encrypted agent memory',
   description:
@@ -131,4 +131,4 @@ export const memory: ServiceSpec = {
       keywords: ['withdraw', 'refund', 'deposit'],
     }),
   ],
-}
+})

@@ -1,8 +1,8 @@
 // The annotation review service (reviews-create), sold on plans: its meter, its plans and its operations.
-import type { Meter, PlanSpec, ServiceSpec } from '../types.ts'
+import type { Meter, PlanSpec } from '../types.ts'
 import { SUBMISSION_MAX_BYTES } from '../schemas/review-limits.ts'
 import { CapabilityParams, ReviewDocument, ReviewIdParams, ReviewRequest, ReviewSession, ReviewStatus, ReviewSubmission } from '../schemas/reviews.ts'
-import { PLAN_HOW, problem } from './common.ts'
+import { defineService, PLAN_HOW, problem } from './common.ts'
 
 const REVIEW_PLANS_TEXT =
   'Plans covering it: reviews-credit-5 (5.00 USD of prepaid credit, debited 0.020000 USD per review, 250 reviews) and reviews-monthly (15.00 USD per 30 days, up to 1000 reviews a period).'
@@ -31,7 +31,7 @@ const reviewPlans: PlanSpec[] = [
   },
 ]
 
-export const reviews: ServiceSpec = {
+export const reviews = defineService({
   slug: 'reviews-create',
   title: 'Annotation review sessions',
   description:
@@ -102,4 +102,4 @@ export const reviews: ServiceSpec = {
       keywords: ['submit review', 'reviewer'],
     },
   ],
-}
+})

@@ -29,7 +29,7 @@ import { PAYG_HOW, problem } from './common.ts'
 // The operations of the scheduler share its service, server, access and default tag.
 type SchedulerOp = Omit<OperationSpec, 'service' | 'server' | 'access' | 'tags'> & { tags?: string[] }
 
-export function schedulerOp(operation: SchedulerOp): OperationSpec {
+export function schedulerOp<const O extends SchedulerOp>(operation: O): O & OperationSpec {
   return { service: 'scheduler', server: 'scheduler', access: 'payg', tags: ['scheduler'], ...operation }
 }
 
@@ -47,7 +47,7 @@ const MARKETPLACE_HOW =
   'The token then proves ownership of the task on the owner endpoints. Unknown token: 401 bearer_required; no covering plan with credit for one per-run ceiling: 403 plan_required listing the plans.'
 
 // The task API (create, fund, manage, run, audit and delete tasks), in registry order.
-export const taskOperations: OperationSpec[] = [
+export const taskOperations = [
   schedulerOp({
     operationId: 'createTask',
     method: 'POST',
@@ -313,4 +313,4 @@ export const taskOperations: OperationSpec[] = [
     schemas: { params: TaskIdParams, response: { 200: TaskDeleted, 401: problem, 404: problem } },
     keywords: ['delete', 'close', 'cancel', 'refund'],
   }),
-]
+] satisfies OperationSpec[]

@@ -1,9 +1,9 @@
 // The task scheduler service (its own server): meter and plan of its marketplace rail, its discovery
 // and account operations; the task operations live in scheduler-tasks.ts.
-import type { Meter, PlanSpec, ServiceSpec } from '../types.ts'
+import type { Meter, PlanSpec } from '../types.ts'
 import { CursorQuery } from '../schemas/common.ts'
 import { Account, AccountKeyCreated, AccountKeyRevoked, AccountKeys, AccountLedger, KeyIdParams, Rates, SchedulerIndex, Siblings } from '../schemas/scheduler.ts'
-import { problem } from './common.ts'
+import { defineService, problem } from './common.ts'
 import { CEILING_TEXT, schedulerOp, taskOperations, WALLET_HOW } from './scheduler-tasks.ts'
 
 const ACCOUNT_KEY_HOW =
@@ -28,7 +28,7 @@ const schedulerPlans: PlanSpec[] = [
   },
 ]
 
-export const scheduler: ServiceSpec = {
+export const scheduler = defineService({
   slug: 'scheduler',
   title: 'Task scheduler',
   description:
@@ -138,4 +138,4 @@ export const scheduler: ServiceSpec = {
       keywords: ['revoke', 'api key', 'delete key'],
     }),
   ],
-}
+})

@@ -7,6 +7,7 @@
 // registerSiblingPublicRoutes adds what the siblings and artifacts serve to everybody:
 // /s/{code}, /cdn/{taskId}/{name}, /f/{formId}, /inbox/{inboxId}, /artifacts/..., /shots/....
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Static } from '@sinclair/typebox'
 import type { BlobStore } from '../../platform/blobs.ts'
 import type { Clock } from '../../platform/clock.ts'
@@ -80,9 +81,10 @@ const hidden = { hide: true } as object
 
 export function registerHelperRoutes(app: FastifyInstance, deps: HelperDeps): void {
   const runs = new WeakMap<FastifyRequest, HelperRun>()
-  // Authentication runs before body validation: a caller without the run's token learns nothing else.
-  const authenticate = async (request: FastifyRequest): Promise<void> => {
-    const { runId } = request.params as { runId: string }
+  // Authentication runs before body validation: a caller without the run's token learns nothing
+  // else. runId is the router's path segment, its pattern not checked yet.
+  const authenticate = async (request: FastifyRequest<{ Params: Static<typeof RunParams> }>): Promise<void> => {
+    const { runId } = request.params
     runs.set(request, await authenticateRun(deps.db, runId, bearerToken(request.headers)))
   }
   const runOf = (request: FastifyRequest): HelperRun => runs.get(request)!
@@ -97,18 +99,19 @@ export function registerHelperRoutes(app: FastifyInstance, deps: HelperDeps): vo
   // Room for a base64 file of max_artifact_bytes in a JSON envelope.
   const fileBodyLimit = Math.ceil((deps.rates.hard_caps.max_artifact_bytes * 4) / 3) + (1 << 20)
   const base = `${HELPER_PATH_PREFIX}/:runId`
+  const routes = app.withTypeProvider<TypeBoxTypeProvider>()
 
-  app.post(
+  routes.post(
     `${base}/generate_text`,
     {
       schema: { ...hidden, params: RunParams, body: GenerateTextBody, response: { 200: GenerateTextResponse, ...ERRORS } },
       bodyLimit: 4 << 20,
       preValidation: authenticate,
     },
-    async (request) => generateText(deps, runOf(request), request.body as Static<typeof GenerateTextBody>),
+    async (request) => generateText(deps, runOf(request), request.body),
   )
 
-  app.post(
+  routes.post(
     `${base}/call`,
     {
       schema: { ...hidden, params: RunParams, body: CallBody, response: { '2xx': CallResponse, '4xx': CallResponse, '5xx': CallResponse } },
@@ -116,14 +119,14 @@ export function registerHelperRoutes(app: FastifyInstance, deps: HelperDeps): vo
       preValidation: authenticate,
     },
     async (request, reply) => {
-      const result = await callHelper(callDeps, runOf(request), request.body as Static<typeof CallBody>)
+      const result = await callHelper(callDeps, runOf(request), request.body)
       reply.code(result.status)
       if (result.status === 204 || result.status === 304) return reply.send()
       return reply.type('application/json; charset=utf-8').send(JSON.stringify(result.body ?? null))
     },
   )
 
-  app.post(
+  routes.post(
     `${base}/store_artifact`,
     {
       schema: { ...hidden, params: RunParams, body: StoreArtifactBody, response: { 201: StoreArtifactResponse, ...ERRORS } },
@@ -131,21 +134,18 @@ export function registerHelperRoutes(app: FastifyInstance, deps: HelperDeps): vo
       preValidation: authenticate,
     },
     async (request, reply) => {
-      const out = await storeArtifact(deps, runOf(request), request.body as Static<typeof StoreArtifactBody>)
+      const out = await storeArtifact(deps, runOf(request), request.body)
       return reply.code(201).send(out)
     },
   )
 
-  app.post(
+  routes.post(
     `${base}/request_continuation`,
     {
       schema: { ...hidden, params: RunParams, body: RequestContinuationBody, response: { 200: RequestContinuationResponse, ...ERRORS } },
       preValidation: authenticate,
     },
-    async (request) => {
-      const body = (request.body ?? {}) as Static<typeof RequestContinuationBody>
-      return requestContinuation(deps, runOf(request), body.delay_sec ?? 0)
-    },
+    async (request) => requestContinuation(deps, runOf(request), request.body?.delay_sec ?? 0),
   )
 }
 
@@ -165,7 +165,8 @@ function sendHtml(reply: FastifyReply, status: number, html: string): FastifyRep
  * get); they exist once the app is ready.
  */
 export function registerSiblingPublicRoutes(app: FastifyInstance, deps: PublicRouteDeps): void {
-  app.register(async (scope) => {
+  app.register(async (plain) => {
+    const scope = plain.withTypeProvider<TypeBoxTypeProvider>()
     if (!scope.hasContentTypeParser('application/x-www-form-urlencoded')) {
       scope.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: 64 << 10 }, (_request, body, done) => {
         done(null, Object.fromEntries(new URLSearchParams(body as string)))
@@ -173,41 +174,41 @@ export function registerSiblingPublicRoutes(app: FastifyInstance, deps: PublicRo
     }
 
     scope.get('/s/:code', { schema: { ...hidden, params: ShortCodeParams, response: { 404: Problem } } }, async (request, reply) => {
-      const { code } = request.params as Static<typeof ShortCodeParams>
+      const { code } = request.params
       const url = await resolveShortLink(deps.db, code)
       if (url === undefined) throw new AppError('not_found', `No short link ${code}`)
       return reply.header('cache-control', 'no-cache').redirect(url, 302)
     })
 
     scope.get('/cdn/:taskId/:name', { schema: { ...hidden, params: CdnParams, response: { 200: BinaryFile, 404: Problem } } }, async (request, reply) => {
-      const { taskId, name } = request.params as Static<typeof CdnParams>
+      const { taskId, name } = request.params
       return sendPublicFile(deps, reply, cdnPath(taskId, name), 'public, max-age=60')
     })
 
     scope.get('/artifacts/:taskId/:name', { schema: { ...hidden, params: StableArtifactParams, response: { 200: BinaryFile, 404: Problem } } }, async (request, reply) => {
-      const { taskId, name } = request.params as Static<typeof StableArtifactParams>
+      const { taskId, name } = request.params
       return sendPublicFile(deps, reply, `artifacts/${taskId}/${name}`, 'no-cache')
     })
 
     scope.get('/artifacts/:taskId/:id/:name', { schema: { ...hidden, params: ArtifactParams, response: { 200: BinaryFile, 404: Problem } } }, async (request, reply) => {
-      const { taskId, id, name } = request.params as Static<typeof ArtifactParams>
+      const { taskId, id, name } = request.params
       return sendPublicFile(deps, reply, `artifacts/${taskId}/${id}/${name}`, 'public, max-age=31536000, immutable')
     })
 
     scope.get('/shots/:taskId/:file', { schema: { ...hidden, params: ShotParams, response: { 200: BinaryFile, 404: Problem } } }, async (request, reply) => {
-      const { taskId, file } = request.params as Static<typeof ShotParams>
+      const { taskId, file } = request.params
       return sendPublicFile(deps, reply, `shots/${taskId}/${file}`, 'public, max-age=31536000, immutable')
     })
 
     scope.get('/f/:formId', { schema: { ...hidden, params: FormParams, response: { 200: BinaryFile, 404: Problem } } }, async (request, reply) => {
-      const { formId } = request.params as Static<typeof FormParams>
+      const { formId } = request.params
       const form = await loadForm(deps.db, formId)
       if (form === undefined) throw new AppError('not_found', `No form ${formId}`)
       return sendHtml(reply, 200, formPage(form))
     })
 
     scope.post('/f/:formId', { schema: { ...hidden, params: FormParams, response: { 201: FormSubmissionResponse, ...ERRORS } }, bodyLimit: 64 << 10 }, async (request, reply) => {
-      const { formId } = request.params as Static<typeof FormParams>
+      const { formId } = request.params
       const form = await loadForm(deps.db, formId)
       if (form === undefined) throw new AppError('not_found', `No form ${formId}`)
       const body = request.body
@@ -220,7 +221,7 @@ export function registerSiblingPublicRoutes(app: FastifyInstance, deps: PublicRo
     })
 
     scope.post('/inbox/:inboxId', { schema: { ...hidden, params: InboxParams, response: { 201: InboxIngestResponse, ...ERRORS } }, bodyLimit: 2 << 20 }, async (request, reply) => {
-      const { inboxId } = request.params as Static<typeof InboxParams>
+      const { inboxId } = request.params
       check(IncomingMessage, request.body)
       const id = await ingestMessage(deps.db, inboxId, request.body, deps.clock.now())
       if (id === undefined) throw new AppError('not_found', `No inbox ${inboxId}`)
