@@ -281,14 +281,14 @@ async function checkOrders(db: Db, buyers: Buyer[], problems: string[]): Promise
     const sold = rows.filter((row) => row.state === 'settled' && row.payer.toLowerCase() === buyer.account.address.toLowerCase()).length
     if (sold > possible) problems.push(`${buyer.label}: ${sold} settled song sales for ${possible} orders that can have delivered (of ${(buyer.orders ?? []).length})`)
   }
-  // An answer names its sale by its result URL; one answered while its settlement was pending
-  // (x-payment-status) may carry no transaction at all.
+  // An answer names its sale by its transaction; one answered while its settlement was pending
+  // (x-payment-status) may carry none, and is found by its result URL (which a replayed order shares).
   const byTx = new Map(rows.filter((row) => row.tx).map((row) => [row.tx as string, row]))
   const byUrl = new Map(rows.map((row) => [row.url, row]))
   for (const buyer of songBuyers) {
     for (const order of buyer.orders ?? []) {
       if (order.status < 200 || order.status >= 300) continue
-      const sale = (order.url ? byUrl.get(order.url) : undefined) ?? (order.tx ? byTx.get(order.tx) : undefined)
+      const sale = (order.tx ? byTx.get(order.tx) : undefined) ?? (order.url ? byUrl.get(order.url) : undefined)
       const told = `${buyer.label}: the order seeded ${order.seed} (${order.candidates} candidates, told ${order.delivered} delivered, price ${usdc(order.priceMicros ?? 0n)}, refund ${usdc(order.refundMicros ?? 0n)}${order.paymentStatus ? `, payment ${order.paymentStatus}` : ''})`
       if (!sale) {
         problems.push(`${told}: no sale for its result ${order.url ?? '(no url)'} or transaction ${order.tx ?? '(none)'}`)

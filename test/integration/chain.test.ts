@@ -1,7 +1,7 @@
 // The chain port against a REAL local EVM: anvil (chain id 8453) with TestUSDC at the canonical
 // Base USDC address, payments signed by the real x402 client SDK (@x402/evm ExactEvmScheme).
 import { spawn } from 'node:child_process'
-import { createHash } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import { existsSync, readFileSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -392,6 +392,30 @@ t.test('rpc adapter: same implementation, any wallet; wrong chain fails and a de
   t.same(await balances(port, buyer.address, payTo), [0n, PRICE])
   await port.close()
   await t.rejects(port.balanceOf(payTo), /closed/)
+})
+
+t.test('a state past 10 MB of dump (a long-lived chain) is still saved and loaded again', async (t) => {
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'ag-chain-big-'))
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }))
+  const first = await startDevChain({ dataDir })
+  // 7.5 MB of incompressible code, as 320 contracts of 24 KiB (the EIP-170 limit) set 16 per
+  // request: the dump, gzipped and in hex, is over viem's 10 MB response limit.
+  const pieces = Array.from({ length: 320 }, () => ({ where: newAccount().address, code: `0x${randomBytes(24 * 1024).toString('hex')}` as Hex }))
+  const call = (url: string, method: string, params: unknown[]) =>
+    fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) }).then(
+      async (res) => ((await res.json()) as { result: unknown }).result,
+    )
+  for (let i = 0; i < pieces.length; i += 16) {
+    const batch = pieces.slice(i, i + 16).map(({ where, code }, n) => ({ jsonrpc: '2.0', id: i + n, method: 'anvil_setCode', params: [where, code] }))
+    await fetch(first.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(batch) }).then((res) => res.text())
+  }
+  const last = pieces.at(-1) as { where: Address; code: Hex }
+  t.equal(((await call(first.rpcUrl, 'eth_getCode', [last.where, 'latest'])) as string).length, last.code.length, 'the code is set')
+  await first.close()
+  const second = await startDevChain({ dataDir })
+  t.teardown(() => second.close())
+  const loaded = (await call(second.rpcUrl, 'eth_getCode', [last.where, 'latest'])) as string
+  t.equal(loaded.length, last.code.length, 'the restarted chain holds what the big state held')
 })
 
 t.test('state survives close + restart with the same dataDir', async (t) => {

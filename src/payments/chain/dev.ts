@@ -109,11 +109,10 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
 
   try {
     const publicClient = createPublicClient({ transport: http(rpcUrl, { timeout: 5_000, retryCount: 0 }), pollingInterval: 20 })
-    // A dump grows with the chain (tens of MB after an hour of load) and is slow on a busy machine:
-    // it gets its own deadline, so that a save is not given up while anvil is still writing it.
-    const dumpClient = createPublicClient({ transport: http(rpcUrl, { timeout: DUMP_TIMEOUT_MS, retryCount: 0 }) })
+    // A dump grows with the chain (over 10 MB of hex after half an hour of load: past viem's response
+    // size limit) and is slow on a busy machine: it is fetched directly, with its own deadline.
     const rpc = <T>(method: string, params: unknown[]): Promise<T> =>
-      (method === 'anvil_dumpState' ? dumpClient : publicClient).request({ method: method as 'eth_chainId', params: params as never }) as Promise<T>
+      method === 'anvil_dumpState' ? dumpState<T>(rpcUrl) : (publicClient.request({ method: method as 'eth_chainId', params: params as never }) as Promise<T>)
     const confirmations = Math.max(1, Math.floor(options.confirmations ?? 1))
     // What was loaded is on disk already; a new chain has nothing of ours until the first save.
     const persister: DevStatePersister | undefined = stateFile
@@ -423,4 +422,18 @@ async function waitForPreviousAnvil(pidFile: string, log?: ChainLogger): Promise
     await new Promise((resolve) => setTimeout(resolve, 50))
   }
   if (Date.now() - started > 100) log?.info({ pid, ms: Date.now() - started }, 'dev chain: waited for the previous anvil to exit')
+}
+
+/** anvil_dumpState over plain HTTP: no response size limit, a deadline of its own. */
+async function dumpState<T>(rpcUrl: string): Promise<T> {
+  const response = await fetch(rpcUrl, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'anvil_dumpState', params: [] }),
+    signal: AbortSignal.timeout(DUMP_TIMEOUT_MS),
+  })
+  if (!response.ok) throw new Error(`anvil_dumpState answered HTTP ${response.status}`)
+  const body = (await response.json()) as { result?: T; error?: { message?: string } }
+  if (body.error || body.result === undefined) throw new Error(`anvil_dumpState failed: ${body.error?.message ?? 'no result'}`)
+  return body.result
 }
