@@ -7,7 +7,20 @@
 /** SQLSTATEs of a database that is going away or not accepting connections. */
 const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300'])
 /** Socket failures of any connection to a dependency. */
-const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN'])
+const SOCKET_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+  // undici's (fetch, the Kubernetes client): a server that closed, or never answered, the connection.
+  'UND_ERR_SOCKET',
+  'UND_ERR_CLOSED',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+])
 /** A full filesystem (or quota) under the blob store: nothing the request did wrong, and it clears once space is freed. */
 const STORAGE_CODES = new Set(['ENOSPC', 'EDQUOT'])
 /** The pg driver's and node-redis's words for a connection that died or is closed (they carry no code). */

@@ -19,6 +19,10 @@ t.test('driver errors of an unreachable dependency are 503 unavailable with Retr
     ['pg: terminated', new Error('Connection terminated unexpectedly')],
     ['redis: closed client', Object.assign(new Error('The client is closed'), { name: 'ClientClosedError' })],
     ['wrapped in a cause', new Error('query failed', { cause: pgShutdown })],
+    // The Kubernetes client's undici: the API server went away mid-request.
+    ['undici: other side closed', Object.assign(new Error('other side closed'), { name: 'SocketError', code: 'UND_ERR_SOCKET' })],
+    ['undici: connect timeout', Object.assign(new Error('Connect Timeout Error'), { name: 'ConnectTimeoutError', code: 'UND_ERR_CONNECT_TIMEOUT' })],
+    ['fetch failed, caused by a reset', new TypeError('fetch failed', { cause: Object.assign(new Error('other side closed'), { code: 'UND_ERR_SOCKET' }) })],
   ]
   for (const [what, error] of cases) {
     const answer = toAppError(error)
