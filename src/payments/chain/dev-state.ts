@@ -25,8 +25,15 @@ export interface DevStatePersister {
 
 type Rpc = <T>(method: string, params: unknown[]) => Promise<T>
 
-export function createDevStatePersister(deps: { rpc: Rpc; file: string; loadedBlock: bigint; logger?: ChainLogger | undefined }): DevStatePersister {
-  const { rpc, file, logger } = deps
+export function createDevStatePersister(deps: {
+  rpc: Rpc
+  /** anvil_dumpState's answer: the gzipped state, in hex. */
+  dump: () => Promise<Hex>
+  file: string
+  loadedBlock: bigint
+  logger?: ChainLogger | undefined
+}): DevStatePersister {
+  const { rpc, dump, file, logger } = deps
   let durable = deps.loadedBlock
   let running: Promise<bigint> | undefined
   let next: Promise<bigint> | undefined
@@ -34,7 +41,7 @@ export function createDevStatePersister(deps: { rpc: Rpc; file: string; loadedBl
   async function saveOnce(): Promise<bigint> {
     // The head is read first: the dump taken after it holds at least that block.
     const head = BigInt(await rpc<Hex>('eth_blockNumber', []))
-    const dumped = await rpc<Hex>('anvil_dumpState', [])
+    const dumped = await dump()
     await writeWhole(file, gunzipSync(Buffer.from(dumped.slice(2), 'hex')))
     // What the file holds now, even below an earlier save (a chain rolled back with evm_revert).
     durable = head

@@ -109,14 +109,11 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
 
   try {
     const publicClient = createPublicClient({ transport: http(rpcUrl, { timeout: 5_000, retryCount: 0 }), pollingInterval: 20 })
-    // A dump grows with the chain (over 10 MB of hex after half an hour of load: past viem's response
-    // size limit) and is slow on a busy machine: it is fetched directly, with its own deadline.
-    const rpc = <T>(method: string, params: unknown[]): Promise<T> =>
-      method === 'anvil_dumpState' ? dumpState<T>(rpcUrl) : (publicClient.request({ method: method as 'eth_chainId', params: params as never }) as Promise<T>)
+    const rpc = <T>(method: string, params: unknown[]): Promise<T> => publicClient.request({ method: method as 'eth_chainId', params: params as never }) as Promise<T>
     const confirmations = Math.max(1, Math.floor(options.confirmations ?? 1))
     // What was loaded is on disk already; a new chain has nothing of ours until the first save.
     const persister: DevStatePersister | undefined = stateFile
-      ? createDevStatePersister({ rpc, file: stateFile, loadedBlock: BigInt(await rpc<Hex>('eth_blockNumber', [])), logger: log })
+      ? createDevStatePersister({ rpc, dump: () => dumpState(rpcUrl), file: stateFile, loadedBlock: BigInt(await rpc<Hex>('eth_blockNumber', [])), logger: log })
       : undefined
     const chain = createRpcChain({
       rpcUrl,
@@ -424,8 +421,12 @@ async function waitForPreviousAnvil(pidFile: string, log?: ChainLogger): Promise
   if (Date.now() - started > 100) log?.info({ pid, ms: Date.now() - started }, 'dev chain: waited for the previous anvil to exit')
 }
 
-/** anvil_dumpState over plain HTTP: no response size limit, a deadline of its own. */
-async function dumpState<T>(rpcUrl: string): Promise<T> {
+/**
+ * anvil_dumpState over plain HTTP. A dump grows with the chain (over 10 MB of hex after half an hour
+ * of load, past viem's response size limit) and is slow on a busy machine: no size limit, a
+ * deadline of its own.
+ */
+async function dumpState(rpcUrl: string): Promise<Hex> {
   const response = await fetch(rpcUrl, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
@@ -433,7 +434,7 @@ async function dumpState<T>(rpcUrl: string): Promise<T> {
     signal: AbortSignal.timeout(DUMP_TIMEOUT_MS),
   })
   if (!response.ok) throw new Error(`anvil_dumpState answered HTTP ${response.status}`)
-  const body = (await response.json()) as { result?: T; error?: { message?: string } }
+  const body = (await response.json()) as { result?: Hex; error?: { message?: string } }
   if (body.error || body.result === undefined) throw new Error(`anvil_dumpState failed: ${body.error?.message ?? 'no result'}`)
   return body.result
 }
