@@ -69,11 +69,8 @@ export async function openMemoryRole(deps: {
   clock: Clock
   logger: Logger
   payments: Payments
-  /**
-   * The process's job queue, opened on the first call and stopped by its owner (src/roles). Without
-   * it, dreaming opens a queue of its own, stopped with the role.
-   */
-  jobs?: () => Promise<JobQueue>
+  /** The process's one job queue, opened on the first call (only with dreaming on) and stopped by its owner. */
+  jobs: () => Promise<JobQueue>
 }): Promise<MemoryRole> {
   const { config, db, logger, payments } = deps
   const ring = await openKeyRing(config)
@@ -86,16 +83,9 @@ export async function openMemoryRole(deps: {
   // Dreaming runs on the Postgres-backed job queue: one sweep per cron slot across replicas, one
   // job per owner at a time. Without a model it is off, says so, and no queue is asked for (its
   // pollers would only compete with requests for the embedded database).
-  let ownQueue: JobQueue | undefined
   let dreamer: Dreamer | undefined
   if (config.memoryDreamUrl) {
-    let queue: JobQueue
-    if (deps.jobs) {
-      queue = await deps.jobs()
-    } else {
-      const { openJobQueue } = await import('../platform/jobs.ts')
-      queue = ownQueue = await openJobQueue({ db, logger })
-    }
+    const queue = await deps.jobs()
     const chat = createChatModel({
       url: config.memoryDreamUrl,
       apiKey: config.memoryDreamApiKey,
@@ -127,10 +117,6 @@ export async function openMemoryRole(deps: {
   })
   const money = registerMemoryMoney({ db, logger, payments })
   await dreamer?.start()
-  const refundTimer = setInterval(() => {
-    money.refunds.retryDue().catch((error: unknown) => logger.error({ err: error }, 'memory refund pass failed'))
-  }, 15_000)
-  refundTimer.unref()
   if (embedder.mode === 'lexical') {
     logger.info('memory: no embedding model configured; recall runs in the lexical mode (stemmed BM25 over the blind index + hashed character n-gram vectors)')
   }
@@ -145,8 +131,6 @@ export async function openMemoryRole(deps: {
       cache: service.cache.stats(),
     }),
     async stop() {
-      clearInterval(refundTimer)
-      await ownQueue?.stop({ timeoutMs: 10_000 })
       await embedder.close?.()
     },
   }

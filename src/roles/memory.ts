@@ -26,6 +26,7 @@ export const memoryRole: RoleModule = {
         const { buildMemoryApp } = await appModule
         return {
           refundStandings: [standing],
+          loops: [{ name: 'memory refund pass', everyMs: 15_000, run: () => memory.money.refunds.retryDue() }],
           diagnostics: { memoryRefunds: () => stuckRefunds({ standing }) },
           listeners: [
             {

@@ -25,6 +25,7 @@ import type { StartedDevChain } from '../../src/payments/chain/dev.ts'
 import { IMPLEMENTED_OPERATIONS } from '../../src/runtime.ts'
 import { buildMemoryApp } from '../../src/memory/app.ts'
 import { openMemoryRole, type MemoryRole } from '../../src/memory/role.ts'
+import { jobQueueOnDemand, type JobQueueOnDemand } from '../../src/roles/job-queue.ts'
 import type { ProcessLife } from './crashable.ts'
 import { crashablePayments } from './paid-process.ts'
 
@@ -38,6 +39,8 @@ export interface MemoryProc {
   life: ProcessLife
   payments: Payments
   role: MemoryRole
+  /** The process's job queue (opened only with dreaming on). */
+  jobs: JobQueueOnDemand
   app: FastifyInstance
   kv: KeyValue
 }
@@ -60,7 +63,9 @@ function queueOutsideTheKillSwitch(shared: Db, process: Db): Db {
 export async function bootMemory(db: Db, dev: StartedDevChain, settlerKey: Hex, payTo: Address, dataDir: string, clock: Clock = systemClock): Promise<MemoryProc> {
   const { life, pdb, kv, payments } = await crashablePayments(db, dev, settlerKey, payTo, clock)
   const config = loadConfig({ DATA_DIR: dataDir, PUBLIC_MEMORY_URL: MEMORY_URL, PUBLIC_BASE_URL: GATEWAY_URL, PAY_TO_ADDRESS: payTo })
-  const role = await openMemoryRole({ config, db: queueOutsideTheKillSwitch(db, pdb), clock, logger, payments })
+  const roleDb = queueOutsideTheKillSwitch(db, pdb)
+  const jobs = jobQueueOnDemand({ db: roleDb, logger })
+  const role = await openMemoryRole({ config, db: roleDb, clock, logger, payments, jobs: () => jobs.get() })
   const catalog = createCatalog(registry, { urls: { gateway: GATEWAY_URL, scheduler: 'http://scheduler.crash.test', memory: MEMORY_URL }, implemented: IMPLEMENTED_OPERATIONS })
   // As src/runtime.ts wires the memory listener.
   const app = buildMemoryApp({
@@ -81,12 +86,12 @@ export async function bootMemory(db: Db, dev: StartedDevChain, settlerKey: Hex, 
     money: role.money,
   })
   await app.ready()
-  return { life, payments, role, app, kv }
+  return { life, payments, role, jobs, app, kv }
 }
 
 export async function shutdownMemory(proc: MemoryProc): Promise<void> {
   proc.life.kill()
-  await Promise.allSettled([proc.app.close(), proc.role.stop(), proc.payments.close(), proc.kv.close()])
+  await Promise.allSettled([proc.app.close(), proc.role.stop(), proc.jobs.stop(), proc.payments.close(), proc.kv.close()])
 }
 
 export interface MemoryCall {

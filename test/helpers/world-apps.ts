@@ -15,6 +15,7 @@ import { buildGatewayApp, GATEWAY_OPERATIONS } from '../../src/gateway/app.ts'
 import { buildSchedulerApp, SCHEDULER_OPERATIONS } from '../../src/scheduler/app.ts'
 import { buildMemoryApp, MEMORY_OPERATIONS } from '../../src/memory/app.ts'
 import { openMemoryRole } from '../../src/memory/role.ts'
+import { jobQueueOnDemand } from '../../src/roles/job-queue.ts'
 import { loadConfig } from '../../src/platform/config.ts'
 import { systemClock } from '../../src/platform/clock.ts'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -70,11 +71,14 @@ export async function worldApps(t: Test, world: World, options: { memory?: boole
   const scheduler = buildSchedulerApp({ ...deps, payments, kv, service: world.service })
   // As src/runtime.ts opens the memory role: its key ring generated under a throwaway DATA_DIR.
   const memoryDir = options.memory ? mkdtempSync(path.join(os.tmpdir(), 'agw-memory-')) : undefined
-  const memoryRole = memoryDir ? await openMemoryRole({ config: loadConfig({ DATA_DIR: memoryDir }), db: world.db, clock: systemClock, logger, payments }) : undefined
+  const jobs = jobQueueOnDemand({ db: world.db, logger })
+  const memoryRole = memoryDir
+    ? await openMemoryRole({ config: loadConfig({ DATA_DIR: memoryDir }), db: world.db, clock: systemClock, logger, payments, jobs: () => jobs.get() })
+    : undefined
   const memory = memoryRole ? buildMemoryApp({ ...deps, payments, kv, service: memoryRole.service, money: memoryRole.money }) : undefined
   await Promise.all([scheduler.ready(), memory?.ready()])
   t.teardown(async () => {
-    await Promise.allSettled([scheduler.close(), gateway.close(), memory?.close(), memoryRole?.stop()])
+    await Promise.allSettled([scheduler.close(), gateway.close(), memory?.close(), memoryRole?.stop(), jobs.stop()])
     if (memoryDir) rmSync(memoryDir, { recursive: true, force: true })
     mailer.close()
     await payments.close()

@@ -28,6 +28,7 @@ import { createPaymentOutcomes } from '../../src/payments/outcomes.ts'
 import { IMPLEMENTED_OPERATIONS } from '../../src/runtime.ts'
 import { buildMemoryApp } from '../../src/memory/app.ts'
 import { openMemoryRole, type MemoryRole } from '../../src/memory/role.ts'
+import { jobQueueOnDemand } from '../../src/roles/job-queue.ts'
 import { memoryChain, memoryUsdc, type MemoryUsdc } from '../helpers/memory-chain.ts'
 import { throwawayDatabase } from '../helpers/servers.ts'
 
@@ -59,7 +60,8 @@ async function world(t: Test, db: Db): Promise<World> {
   const kv = await openKeyValue({ kind: 'memory' })
   const payments = await openPayments({ db, kv, logger, clock: systemClock, registry, dataDir: '', payTo: PAY_TO, gatewayUrl: GATEWAY_URL, chain, reconcileEveryMs: 0 })
   const config = loadConfig({ DATA_DIR: dataDir, PUBLIC_MEMORY_URL: MEMORY_URL, PUBLIC_BASE_URL: GATEWAY_URL, PAY_TO_ADDRESS: PAY_TO })
-  const role = await openMemoryRole({ config, db, clock: systemClock, logger, payments })
+  const jobs = jobQueueOnDemand({ db, logger })
+  const role = await openMemoryRole({ config, db, clock: systemClock, logger, payments, jobs: () => jobs.get() })
   const app = buildMemoryApp({
     catalog,
     logger,
@@ -76,6 +78,7 @@ async function world(t: Test, db: Db): Promise<World> {
   t.teardown(async () => {
     await app.close()
     await role.stop()
+    await jobs.stop()
     await payments.close()
     await kv.close()
   })

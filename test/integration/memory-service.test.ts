@@ -18,6 +18,7 @@ import { openKeyValue } from '../../src/platform/kv/index.ts'
 import { registry } from '../../src/catalog/registry.ts'
 import { openPayments, type Payments } from '../../src/payments/index.ts'
 import { openMemoryRole, type MemoryRole } from '../../src/memory/role.ts'
+import { jobQueueOnDemand } from '../../src/roles/job-queue.ts'
 import { memoryWriteOutcomes } from '../../src/memory/deposits.ts'
 import { memoryChain, memoryUsdc } from '../helpers/memory-chain.ts'
 import { throwawayDatabase } from '../helpers/servers.ts'
@@ -47,12 +48,14 @@ async function node(t: Test, db: Db, dataDir: string, env: Record<string, string
     chain: memoryChain(memoryUsdc()),
     reconcileEveryMs: 0,
   })
-  const role = await openMemoryRole({ config: loadConfig({ DATA_DIR: dataDir, ...env }), db, clock: systemClock, logger, payments })
+  const jobs = jobQueueOnDemand({ db, logger })
+  const role = await openMemoryRole({ config: loadConfig({ DATA_DIR: dataDir, ...env }), db, clock: systemClock, logger, payments, jobs: () => jobs.get() })
   let closed = false
   const close = async () => {
     if (closed) return
     closed = true
     await role.stop()
+    await jobs.stop()
     await payments.close()
     await kv.close()
   }

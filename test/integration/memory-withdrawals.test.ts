@@ -33,6 +33,7 @@ import type { ChainPort } from '../../src/payments/chain/types.ts'
 import { IMPLEMENTED_OPERATIONS } from '../../src/runtime.ts'
 import { buildMemoryApp } from '../../src/memory/app.ts'
 import { openMemoryRole, type MemoryRole } from '../../src/memory/role.ts'
+import { jobQueueOnDemand } from '../../src/roles/job-queue.ts'
 import { buildToolTable } from '../../src/mcp/tools.ts'
 import { requestOf, resultOf, META } from '../../src/mcp/calls.ts'
 import { createOperationDispatcher } from '../../src/mcp/dispatcher.ts'
@@ -89,7 +90,8 @@ async function node(t: Test, db: Db, dataDir: string, chain: ChainPort): Promise
   const kv = await openKeyValue({ kind: 'memory' })
   const payments = await openPayments({ db, kv, logger, clock: systemClock, registry, dataDir: '', payTo: PAY_TO, gatewayUrl: GATEWAY_URL, chain, reconcileEveryMs: 0 })
   const config = loadConfig({ DATA_DIR: dataDir, PUBLIC_MEMORY_URL: MEMORY_URL, PUBLIC_BASE_URL: GATEWAY_URL, PAY_TO_ADDRESS: PAY_TO })
-  const role = await openMemoryRole({ config, db, clock: systemClock, logger, payments })
+  const jobs = jobQueueOnDemand({ db, logger })
+  const role = await openMemoryRole({ config, db, clock: systemClock, logger, payments, jobs: () => jobs.get() })
   const app = buildMemoryApp({
     catalog,
     logger,
@@ -106,6 +108,7 @@ async function node(t: Test, db: Db, dataDir: string, chain: ChainPort): Promise
   t.teardown(async () => {
     await app.close()
     await role.stop()
+    await jobs.stop()
     await payments.close()
     await kv.close()
   })
