@@ -38,7 +38,7 @@
 // - Run names use the slot's UTC minute (`<taskId>-<yyyyMMddHHmm>`): the local wall time repeats
 //   on fall-back days, the UTC minute never does, and a slot is always minute-aligned. A second
 //   controller or a restart creating the same slot's Run gets AlreadyExists and does nothing.
-import { CronExpressionParser } from 'cron-parser'
+import { CronExpression, CronExpressionParser, type CronFieldCollection } from 'cron-parser'
 import { AppError } from '../../platform/errors.ts'
 import { FIELD_LIMITS, FIELD_PATTERNS } from '../../catalog/schemas/scheduler-limits.ts'
 import { DAYS_OF_WEEK, EVERY_VALUES, type DayOfWeekName, type Every } from '../../catalog/schemas/scheduler-vocabulary.ts'
@@ -138,8 +138,22 @@ function checkCronText(raw: string, field: string): string {
   return parts.join(' ')
 }
 
-function parseCron(cron: string, timezone: string, currentDate: Date) {
-  return CronExpressionParser.parse(cron, { currentDate, tz: timezone })
+/**
+ * Parsed cron fields by expression text. A controller computes slots of the same few expressions
+ * on every reconcile, and parsing was most of the pure reconciler's time; the fields are immutable
+ * (an iterator keeps its position apart), so one parse serves every iterator. Bounded: the oldest
+ * entry goes first.
+ */
+const parsedFields = new Map<string, CronFieldCollection>()
+const MAX_PARSED_FIELDS = 1024
+
+function parseCron(cron: string, timezone: string, currentDate: Date): CronExpression {
+  const fields = parsedFields.get(cron)
+  if (fields !== undefined) return new CronExpression(fields, { currentDate, tz: timezone, expression: cron })
+  const expression = CronExpressionParser.parse(cron, { currentDate, tz: timezone })
+  if (parsedFields.size >= MAX_PARSED_FIELDS) parsedFields.delete(parsedFields.keys().next().value as string)
+  parsedFields.set(cron, expression.fields)
+  return expression
 }
 
 /** Proves the cron parses in the zone and fires at least once; throws INVALID_CRON naming `field`. */
