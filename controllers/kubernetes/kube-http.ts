@@ -1,17 +1,23 @@
 // The HTTP under every Kubernetes client of the controller (client-node 2.0.1). Connections are
 // reused (shareConnections: client-node would open one per request), and the custom resource
-// calls go straight to that connection pool (directHttpLibrary) instead of through fetch.
+// calls and watches go straight to that connection pool (directHttpLibrary, DirectWatch) instead
+// of through fetch.
 // Measured: bench/k8s-reconcile.bench.ts, docs/BENCHMARKS.md; test/unit/kube-connections.test.ts
 // compares the direct path with fetch's.
+import { STATUS_CODES } from 'node:http'
+import type { Readable } from 'node:stream'
+import { StringDecoder } from 'node:string_decoder'
 import {
   CustomObjectsApi,
+  HttpMethod,
   IsomorphicFetchHttpLibrary,
+  RequestContext,
   ResponseContext,
+  Watch,
   wrapHttpLibrary,
   type Configuration,
   type HttpLibrary,
   type KubeConfig,
-  type RequestContext,
 } from '@kubernetes/client-node'
 import { isRecord } from './json.ts'
 
@@ -133,4 +139,112 @@ export function makeCustomObjectsApi(kubeConfig: KubeConfig): CustomObjectsApi {
       }
     },
   )
+}
+
+/** An event's type and object, as client-node's Watch hands them (the object is what the server sent). */
+type WatchCallback<T> = (type: string, object: T) => void
+
+/**
+ * client-node's Watch (same contract: `watch(path, query, callback, done)` resolves to the
+ * AbortController of the request; `done` once, with null when the server closes the stream, the
+ * error otherwise, a TimeoutError after `requestTimeoutMs` without a byte), over the same shared
+ * dispatcher's plain request() instead of fetch: the watch stream read as a Node stream and split
+ * into lines here, not through WHATWG streams, Readable.fromWeb and readline, which cost the
+ * controller more CPU than decoding the events' JSON. A cluster without such a dispatcher (no
+ * TLS options) uses client-node's Watch.
+ */
+export class DirectWatch {
+  /** client-node's Watch's (a private constant there, so its fallback keeps its own 30 s). */
+  requestTimeoutMs = 30_000
+  readonly #config: KubeConfig
+  readonly #fallback: Watch
+
+  constructor(config: KubeConfig) {
+    this.#config = config
+    this.#fallback = new Watch(config)
+  }
+
+  async watch<T>(
+    path: string,
+    queryParams: Record<string, string | number | boolean | undefined>,
+    callback: WatchCallback<T>,
+    done: (err: unknown) => void,
+  ): Promise<AbortController> {
+    const cluster = this.#config.getCurrentCluster()
+    if (!cluster) throw new Error('No currently active cluster')
+    const url = new URL(cluster.server + path)
+    url.searchParams.set('watch', 'true')
+    for (const [key, value] of Object.entries(queryParams)) if (value !== undefined) url.searchParams.set(key, String(value))
+    const context = new RequestContext(url.toString(), HttpMethod.GET)
+    await this.#config.applySecurityAuthentication(context)
+    const dispatcher = context.getDispatcher()
+    if (!isRequestDispatcher(dispatcher)) return this.#fallback.watch(path, queryParams, callback as Parameters<Watch['watch']>[2], done)
+    const controller = new AbortController()
+    let timedOut = false
+    let finished = false
+    const timer = setTimeout(() => {
+      timedOut = true
+      controller.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError'))
+    }, this.requestTimeoutMs)
+    timer.unref()
+    const finish = (err: unknown): void => {
+      if (finished) return
+      finished = true
+      clearTimeout(timer)
+      controller.abort()
+      done(err !== null && timedOut ? new DOMException('The operation was aborted due to timeout', 'TimeoutError') : err)
+    }
+    try {
+      const response = await dispatcher.request({
+        origin: url.origin,
+        path: `${url.pathname}${url.search}`,
+        method: 'GET',
+        headers: { accept: '*/*', ...context.getHeaders() }, // fetch's Accept, as the shipped Watch sends
+        signal: controller.signal,
+      })
+      if (response.statusCode !== 200) {
+        await response.body.text().catch(() => '')
+        const error = new Error(STATUS_CODES[response.statusCode] ?? 'Internal Server Error') as Error & { statusCode: number }
+        error.statusCode = response.statusCode
+        throw error
+      }
+      timer.refresh() // from here on an inactivity timeout
+      const body = response.body as unknown as Readable
+      const decoder = new StringDecoder('utf8')
+      let partial = ''
+      body.on('data', (chunk: Buffer) => {
+        timer.refresh()
+        const text = partial + decoder.write(chunk)
+        let start = 0
+        for (let end = text.indexOf('\n'); end >= 0; end = text.indexOf('\n', start)) {
+          emitLine<T>(text.slice(start, end), callback)
+          start = end + 1
+        }
+        partial = text.slice(start)
+      })
+      body.on('end', () => {
+        emitLine<T>(partial + decoder.end(), callback)
+        finish(null)
+      })
+      body.on('close', () => finish(null))
+      body.on('error', finish)
+    } catch (err) {
+      finish(err)
+    }
+    return controller
+  }
+}
+
+/**
+ * One line of a watch stream: an event, handed on. A blank or unparsable line is skipped and a
+ * callback's throw swallowed, as client-node's Watch does (the stores catch their own).
+ */
+function emitLine<T>(line: string, callback: WatchCallback<T>): void {
+  if (line.trim() === '') return
+  try {
+    const data = JSON.parse(line) as { type: string; object: T }
+    callback(data.type, data.object)
+  } catch {
+    // as client-node
+  }
 }

@@ -29,7 +29,7 @@
 // (api-errors.ts), the status merge and patch bodies (merge-patch.ts), the object conversion
 // (kube-objects.ts); the task env Secrets are task-env-secrets.ts. This module keeps the store and
 // re-exports what callers outside controllers/kubernetes/ import from it.
-import { PatchStrategy, setHeaderOptions, Watch, type CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node'
+import { PatchStrategy, setHeaderOptions, type CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node'
 import {
   ConflictError,
   GoneError,
@@ -49,12 +49,12 @@ import {
 import { mapped } from './api-errors.ts'
 import { CRD_API_VERSION, CRD_GROUP, CRD_VERSION, RUN_PLURAL, TASK_PLURAL } from './crds.ts'
 import { isRecord, type JsonRecord } from './json.ts'
-import { makeCustomObjectsApi, shareConnections } from './kube-http.ts'
+import { DirectWatch, makeCustomObjectsApi, shareConnections } from './kube-http.ts'
 import { FIELD_MANAGER, fromKube, toKubeOwnerReferences, type KubeObject } from './kube-objects.ts'
 import { applyConfiguration, diffMergePatch, flatStatusPatch, mergeStatus } from './merge-patch.ts'
 
 export { apiStatus } from './api-errors.ts'
-export { makeCustomObjectsApi, shareConnections } from './kube-http.ts'
+export { DirectWatch, makeCustomObjectsApi, shareConnections } from './kube-http.ts'
 export { FIELD_MANAGER } from './kube-objects.ts'
 export { createTaskEnvSecrets, taskEnvSecretName } from './task-env-secrets.ts'
 export type { TaskEnvSecrets } from './task-env-secrets.ts'
@@ -77,7 +77,7 @@ export class KubernetesResourceStore<R extends AnyResource> implements ResourceS
   readonly kind: ResourceKind
   readonly #type: CustomResourceType
   readonly #api: CustomObjectsApi
-  readonly #watch: Watch
+  readonly #watch: DirectWatch
   readonly #namespace: string | undefined
   readonly #fieldManager: string
   readonly #statusRetries: number
@@ -89,7 +89,7 @@ export class KubernetesResourceStore<R extends AnyResource> implements ResourceS
     this.#type = type
     const kubeConfig = shareConnections(options.kubeConfig)
     this.#api = makeCustomObjectsApi(kubeConfig)
-    this.#watch = new Watch(kubeConfig)
+    this.#watch = new DirectWatch(kubeConfig)
     this.#namespace = options.namespace
     this.#fieldManager = options.fieldManager ?? FIELD_MANAGER
     this.#statusRetries = options.statusRetries ?? 5

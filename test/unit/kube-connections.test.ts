@@ -4,8 +4,8 @@
 import { createServer, type IncomingMessage } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
-import { CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node'
-import { apiStatus, makeCustomObjectsApi, shareConnections } from '../../controllers/kubernetes/store.ts'
+import { CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions, Watch } from '@kubernetes/client-node'
+import { apiStatus, DirectWatch, makeCustomObjectsApi, shareConnections } from '../../controllers/kubernetes/store.ts'
 
 function kubeConfig(server: string): KubeConfig {
   const kc = new KubeConfig()
@@ -110,4 +110,74 @@ t.test('directHttpLibrary sends what the fetch path sends and reads the same ans
   t.same(directSeen, fetchSeen, 'the same requests: method, path and query, auth, User-Agent, Accept, Content-Type, body')
   t.match(directSeen[0]?.headers, { authorization: 'Bearer secret-token', 'user-agent': /^kubernetes-client-javascript\// })
   t.equal(directSeen[2]?.headers['content-type'], 'application/merge-patch+json')
+})
+
+interface WatchOutcome {
+  events: [string, unknown][]
+  end: string
+  request: Seen | undefined
+}
+
+t.test("DirectWatch hands on what client-node's Watch hands on, and ends the same ways", async (t) => {
+  const seen: Seen[] = []
+  const events = [
+    { type: 'ADDED', object: { kind: 'Run', metadata: { name: 'ünïcödé-😀', resourceVersion: '5' } } },
+    { type: 'MODIFIED', object: { kind: 'Run', metadata: { name: 'b', resourceVersion: '6' }, status: { phase: 'Running' } } },
+    { type: 'BOOKMARK', object: { kind: 'Run', metadata: { resourceVersion: '9' } } },
+    { type: 'ERROR', object: { kind: 'Status', code: 410, message: 'too old resource version' } },
+  ]
+  const stream = Buffer.from(`${events.map((e) => JSON.stringify(e)).join('\n')}\nnot json\n\n${JSON.stringify(events[0])}`) // the last line unterminated
+  const server = createServer((req, res) => {
+    // The User-Agent differs: fetch sends its own ("undici"), the direct path none.
+    seen.push({ method: req.method, url: req.url, headers: { authorization: req.headers.authorization, accept: req.headers.accept }, body: '' })
+    if (req.url?.includes('resourceVersion=gone')) {
+      res.writeHead(410, { 'content-type': 'application/json' })
+      return res.end(JSON.stringify({ kind: 'Status', code: 410 }))
+    }
+    if (req.url?.includes('resourceVersion=silent')) return void res.writeHead(200, { 'content-type': 'application/json' }).flushHeaders()
+    res.writeHead(200, { 'content-type': 'application/json' })
+    // Chunks of 7 bytes: lines, and the multi-byte characters, split across chunks.
+    let at = 0
+    const next = () => {
+      if (at >= stream.length) return void res.end()
+      res.write(stream.subarray(at, (at += 7)), () => setImmediate(next))
+    }
+    next()
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => server.close())
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+
+  type AnyWatch = { requestTimeoutMs: number; watch: DirectWatch['watch'] }
+  const watchWith = (watch: AnyWatch, resourceVersion: string) =>
+    new Promise<WatchOutcome>((resolve) => {
+      const got: [string, unknown][] = []
+      seen.splice(0)
+      void watch.watch(
+        '/apis/jobs.agent-gateway.dev/v1alpha1/namespaces/ns/runs',
+        { resourceVersion, allowWatchBookmarks: true },
+        (type, object) => void got.push([type, object]),
+        (err) => {
+          const e = err as { name?: string; statusCode?: number } | null
+          resolve({ events: got, end: e === null ? 'closed' : `${e.name ?? ''} ${e.statusCode ?? ''}`.trim(), request: seen[0] })
+        },
+      )
+    })
+  for (const resourceVersion of ['1', 'gone', 'silent']) {
+    const shipped = new Watch(kubeConfig(base)) as unknown as AnyWatch
+    const direct = new DirectWatch(kubeConfig(base))
+    shipped.requestTimeoutMs = direct.requestTimeoutMs = 300
+    const want = await watchWith(shipped, resourceVersion)
+    const got = await watchWith(direct, resourceVersion)
+    t.same(got, want, `resourceVersion=${resourceVersion}: the same events, end and request`)
+    if (resourceVersion === '1')
+      t.same(
+        got.events.map(([type]) => type),
+        ['ADDED', 'MODIFIED', 'BOOKMARK', 'ERROR', 'ADDED'],
+        'every line, the unterminated last one too',
+      )
+    if (resourceVersion === 'gone') t.equal(got.end, 'Error 410')
+    if (resourceVersion === 'silent') t.equal(got.end, 'TimeoutError', 'no byte for requestTimeoutMs: a TimeoutError')
+  }
+  t.match(seen[0]?.headers, { authorization: 'Bearer secret-token' })
 })
