@@ -16,7 +16,7 @@ import type { Address, Hex, LocalAccount } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import type { Payments } from '../../src/payments/index.ts'
 import type { PriceQuote } from '../../src/payments/types.ts'
-import { x402Reconciler } from '../../src/payments/x402/method.ts'
+import { CARRIER_LOOKUP_WINDOW_S, x402Reconciler } from '../../src/payments/x402/method.ts'
 import { BASE_CHAIN_ID, BASE_USDC, createRpcChain, startDevChain } from '../../src/payments/chain/index.ts'
 import { guardWorld } from '../helpers/guard-world.ts'
 
@@ -38,7 +38,7 @@ async function rpc<T = unknown>(method: string, params: unknown[] = []): Promise
  * answer (the node went down as the transaction was sent: it never got it), `down` drops everything.
  */
 async function rpcFront(t: Test) {
-  const state = { cutSends: false, down: false, dropCalls: 0, dropLogs: false }
+  const state = { cutSends: false, down: false, dropCalls: 0, dropLogs: false, emptyLogs: false }
   const server = createServer(async (req, res) => {
     const chunks: Buffer[] = []
     for await (const chunk of req) chunks.push(chunk as Buffer)
@@ -49,6 +49,12 @@ async function rpcFront(t: Test) {
     if (state.down || (state.cutSends && sends) || dropCall || (state.dropLogs && body.includes('"eth_getLogs"'))) {
       req.socket.destroy()
       return
+    }
+    if (state.emptyLogs && body.includes('"eth_getLogs"')) {
+      // A node that answers but has no log of the block yet (one catching up after a restart).
+      const { id } = JSON.parse(body.toString()) as { id: unknown }
+      res.writeHead(200, { 'content-type': 'application/json' })
+      return void res.end(JSON.stringify({ jsonrpc: '2.0', id, result: [] }))
     }
     const upstream = await fetch(dev.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
     res.writeHead(upstream.status, { 'content-type': 'application/json' })
@@ -210,6 +216,13 @@ t.test('x402Reconciler: a used authorization whose transaction cannot be looked 
   const waiting = await reconcile({ replayKey: 'k', state: 'pending', reference: '', detail, since: new Date() })
   t.same(waiting, { status: 'pending' }, 'the carrying transaction cannot be found now: decided later, with its hash')
   front.state.dropLogs = false
+  front.state.emptyLogs = true
+  const unseen = await reconcile({ replayKey: 'k', state: 'pending', reference: '', detail, since: new Date() })
+  t.same(unseen, { status: 'pending' }, 'the node answers but no log names the carrier yet: decided later, with its hash')
+  const longPast = (Number(auth.validBefore) + CARRIER_LOOKUP_WINDOW_S + 1) * 1000
+  const late = await x402Reconciler(w.chain, () => longPast)({ replayKey: 'k', state: 'pending', reference: '', detail, since: new Date() })
+  t.same(late, { status: 'settled', reference: '' }, 'past the lookup window: settled without it (the money moved), never pending for ever')
+  front.state.emptyLogs = false
   const verdict = await reconcile({ replayKey: 'k', state: 'pending', reference: '', detail, since: new Date() })
   t.same(verdict, { status: 'settled', reference: landed.status === 'confirmed' ? landed.txHash : '' }, 'settled with the transaction that carried it')
 })

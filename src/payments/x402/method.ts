@@ -161,6 +161,13 @@ function authorizationOf(detail: Record<string, unknown>): { auth: TransferAutho
  *   again, as above;
  * - otherwise pending (our transaction waits in the mempool): asked again on the next pass.
  */
+/**
+ * How long after an authorization's validBefore its carrying transaction is still looked for
+ * before a used authorization settles without it: far inside the RPC adapter's log lookback
+ * (10,000 blocks, about 5.5 hours of Base blocks), since the carrier is mined before validBefore.
+ */
+export const CARRIER_LOOKUP_WINDOW_S = 3_600
+
 export function x402Reconciler(chain: ChainPort, now: () => number, resettle: Resettle = broadcastAgain(chain)): PendingReconciler {
   return async ({ state, reference, detail }) => {
     let unmined = false
@@ -183,7 +190,11 @@ export function x402Reconciler(chain: ChainPort, now: () => number, resettle: Re
       } catch {
         return { status: 'pending' }
       }
-      return { status: 'settled', reference: tx ?? reference ?? '' }
+      if (tx !== undefined) return { status: 'settled', reference: tx }
+      // Used, yet no log names its carrier (a node catching up after a restart): asked again,
+      // until the authorization is too old for the lookup's window to hold its block.
+      if (now() < (Number(detail.validBefore ?? 0) + CARRIER_LOOKUP_WINDOW_S) * 1000) return { status: 'pending' }
+      return { status: 'settled', reference: reference ?? '' }
     }
     if (fate === 'dead') return { status: 'failed', reason: 'the authorization expired unused' }
     const validBefore = Number(detail.validBefore ?? 0) * 1000
