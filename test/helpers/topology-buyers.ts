@@ -16,7 +16,7 @@ import { randomBytes } from 'node:crypto'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { x402Client } from '@x402/core/client'
-import { decodePaymentResponseHeader } from '@x402/core/http'
+import { decodePaymentResponseHeader, decodePaymentSignatureHeader } from '@x402/core/http'
 import type { PaymentPayload, PaymentRequired } from '@x402/core/types'
 import { ExactEvmScheme } from '@x402/evm/exact/client'
 import { appendPaymentIdentifierToExtensions } from '@x402/extensions/payment-identifier'
@@ -234,13 +234,21 @@ function nextOrder(n: number, random: () => number, partial: boolean): Pick<Song
 
 export async function songWorker(ctx: WorkerContext, buyer: Buyer, everyMs: number): Promise<void> {
   const { gateway } = ctx.topology.urls
-  const pay = payer(buyer.account)
+  // The authorization nonce of the last payment sent: with the payer it is the sale's replay key.
+  let sentNonce: string | undefined
+  const noteNonce: typeof fetch = (input, init) => {
+    const header = (input instanceof Request ? input.headers : new Headers(init?.headers)).get('payment-signature')
+    if (header) sentNonce = (decodePaymentSignatureHeader(header).payload as { authorization?: { nonce?: string } }).authorization?.nonce?.toLowerCase()
+    return fetch(input, init)
+  }
+  const pay = payer(buyer.account, undefined, noteNonce)
   const partial = songUpstreamInUse(ctx.topology)
   buyer.orders = buyer.orders ?? []
   for (let n = 0; going(ctx); n += 1) {
     const began = Date.now()
     const order: SongOrder = { ...nextOrder(n, ctx.random, partial), status: 0 }
     buyer.orders.push(order)
+    sentNonce = undefined
     const { res, body } = await record(ctx.calls, 'song.order', buyer, () =>
       pay(`${gateway}/api/v1/audio/songs/songmodel-3-pro`, {
         method: 'POST',
@@ -256,6 +264,7 @@ export async function songWorker(ctx: WorkerContext, buyer: Buyer, everyMs: numb
       if (settled) order.tx = decodePaymentResponseHeader(settled).transaction?.toLowerCase()
       else order.tx = res.headers.get('x-payment-reference')?.toLowerCase() || undefined
       order.paymentStatus = res.headers.get('x-payment-status') ?? undefined
+      if (sentNonce !== undefined) order.replayKey = `x402:${buyer.account.address.toLowerCase()}:${sentNonce}`
       if (typeof body.url === 'string') order.url = body.url
       order.delivered = Array.isArray(body.candidates) ? body.candidates.length : order.candidates - Number(body.generationFailures ?? 0)
       order.refundMicros = BigInt(res.headers.get('x-refund-micros') ?? '0')

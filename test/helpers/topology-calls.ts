@@ -42,8 +42,10 @@ export interface SongOrder {
   tx?: string
   /** x-payment-status of a 2xx whose settlement was not known yet ('pending'). */
   paymentStatus?: string
-  /** The order's result URL (media_sales.result_url): names its sale whether or not the answer had a transaction. */
+  /** The order's result URL (media_sales.result_url; content-addressed, so orders of the same song share it). */
   url?: string
+  /** The replay key of the payment the order was answered for (x402:<payer>:<authorization nonce>): names its sale. */
+  replayKey?: string
   delivered?: number
   refundMicros?: bigint
   priceMicros?: bigint
@@ -99,15 +101,15 @@ export function failureCode(error: unknown): { code?: string } {
   return { code: `client error: ${String((error as Error).message ?? error).slice(0, 120)}` }
 }
 
-/** @x402/fetch (x402 v2 exact) for `account`; with `id`, its payments carry that payment-identifier. */
-export function payer(account: PrivateKeyAccount, id?: string): typeof fetch {
+/** @x402/fetch (x402 v2 exact) for `account`; with `id`, its payments carry that payment-identifier; `inner` is the fetch it sends with. */
+export function payer(account: PrivateKeyAccount, id?: string, inner: typeof fetch = fetch): typeof fetch {
   const client = new x402Client().register('eip155:8453', new ExactEvmScheme(account)).setSpendControls(false)
   if (id !== undefined) {
     client.onBeforePaymentCreation(async ({ paymentRequired }) => {
       if (paymentRequired.extensions) appendPaymentIdentifierToExtensions(paymentRequired.extensions, id)
     })
   }
-  return wrapFetchWithPayment(fetch, client)
+  return wrapFetchWithPayment(inner, client)
 }
 
 export function purchase(topology: Topology, buyer: Buyer, id: string): Promise<Response> {

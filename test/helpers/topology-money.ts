@@ -254,10 +254,10 @@ async function checkOrders(db: Db, buyers: Buyer[], problems: string[]): Promise
     refund_state: string | null
     refund_amount: bigint | null
     refund_to: string | null
-    url: string
+    replay_key: string
   }>(
-    `select s.payer, s.ordered_units as ordered, s.delivered_units as delivered, s.free_units, s.paid_micros as paid, s.charged_micros as charged,
-            s.refund_micros as refund, s.state, lower(s.settlement_ref) as tx, f.state as refund_state, f.amount_micros as refund_amount, lower(f.to_address) as refund_to, s.result_url as url
+    `select s.replay_key, s.payer, s.ordered_units as ordered, s.delivered_units as delivered, s.free_units, s.paid_micros as paid, s.charged_micros as charged,
+            s.refund_micros as refund, s.state, lower(s.settlement_ref) as tx, f.state as refund_state, f.amount_micros as refund_amount, lower(f.to_address) as refund_to
        from media_sales s left join media_refunds f on f.replay_key = s.replay_key
       where lower(s.payer) = any($1::text[])`,
     [songBuyers.map((buyer) => buyer.account.address.toLowerCase())],
@@ -281,17 +281,18 @@ async function checkOrders(db: Db, buyers: Buyer[], problems: string[]): Promise
     const sold = rows.filter((row) => row.state === 'settled' && row.payer.toLowerCase() === buyer.account.address.toLowerCase()).length
     if (sold > possible) problems.push(`${buyer.label}: ${sold} settled song sales for ${possible} orders that can have delivered (of ${(buyer.orders ?? []).length})`)
   }
-  // An answer names its sale by its transaction; one answered while its settlement was pending
-  // (x-payment-status) may carry none, and is found by its result URL (which a replayed order shares).
+  // An answer names its sale by the payment it was answered for (the replay key of the signature
+  // the buyer sent), or by its transaction; not by its result URL, which is content-addressed and
+  // so shared by every order of the same song.
   const byTx = new Map(rows.filter((row) => row.tx).map((row) => [row.tx as string, row]))
-  const byUrl = new Map(rows.map((row) => [row.url, row]))
+  const byReplayKey = new Map(rows.map((row) => [row.replay_key.toLowerCase(), row]))
   for (const buyer of songBuyers) {
     for (const order of buyer.orders ?? []) {
       if (order.status < 200 || order.status >= 300) continue
-      const sale = (order.tx ? byTx.get(order.tx) : undefined) ?? (order.url ? byUrl.get(order.url) : undefined)
+      const sale = (order.replayKey ? byReplayKey.get(order.replayKey) : undefined) ?? (order.tx ? byTx.get(order.tx) : undefined)
       const told = `${buyer.label}: the order seeded ${order.seed} (${order.candidates} candidates, told ${order.delivered} delivered, price ${usdc(order.priceMicros ?? 0n)}, refund ${usdc(order.refundMicros ?? 0n)}${order.paymentStatus ? `, payment ${order.paymentStatus}` : ''})`
       if (!sale) {
-        problems.push(`${told}: no sale for its result ${order.url ?? '(no url)'} or transaction ${order.tx ?? '(none)'}`)
+        problems.push(`${told}: no sale for its payment ${order.replayKey ?? '(none)'} or transaction ${order.tx ?? '(none)'}`)
         continue
       }
       if (sale.state !== 'settled') problems.push(`${told}: answered 2xx, but its sale is ${sale.state}`)
