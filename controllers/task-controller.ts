@@ -20,6 +20,7 @@ import { WorkQueue } from './work-queue.ts'
 import {
   isAlreadyExists,
   isConflict,
+  type NewResource,
   NotFoundError,
   objectKey,
   type ResourceStore,
@@ -259,22 +260,7 @@ export class TaskController {
       const runKey = objectKey({ namespace, name: action.name })
       this.#expect(key, runKey) // before the create: its ADDED event may come before the answer
       try {
-        await this.#options.runs.create({
-          apiVersion: task.apiVersion,
-          kind: 'Run',
-          metadata: {
-            name: action.name,
-            namespace,
-            labels: { [TASK_LABEL]: name, [TRIGGER_LABEL]: action.trigger },
-            ownerReferences: [{ kind: 'Task', name, uid: task.metadata.uid }],
-          },
-          spec: {
-            taskRef: { name, uid: task.metadata.uid, generation: task.metadata.generation },
-            trigger: { type: action.trigger, scheduledTime: action.slot },
-            ...(action.notBefore === undefined ? {} : { notBefore: action.notBefore }),
-          },
-          status: { phase: 'Pending' },
-        })
+        await this.#options.runs.create(runOf(task, action))
         this.stats.runsCreated += 1
       } catch (err) {
         // Not made by us: its ADDED event, still to come, is handled as usual; one that already
@@ -337,6 +323,27 @@ export class TaskController {
       if (delay > 0) this.#queue.addAfter(key, delay)
       else this.#queue.add(key)
     }
+  }
+}
+
+/** The Run a createRun action of `task` makes: named by the action, labelled and owned by the Task. */
+export function runOf(task: TaskResource, action: Extract<Action, { type: 'createRun' }>): NewResource<RunResource> {
+  const { namespace, name } = task.metadata
+  return {
+    apiVersion: task.apiVersion,
+    kind: 'Run',
+    metadata: {
+      name: action.name,
+      namespace,
+      labels: { [TASK_LABEL]: name, [TRIGGER_LABEL]: action.trigger },
+      ownerReferences: [{ kind: 'Task', name, uid: task.metadata.uid }],
+    },
+    spec: {
+      taskRef: { name, uid: task.metadata.uid, generation: task.metadata.generation },
+      trigger: { type: action.trigger, scheduledTime: action.slot },
+      ...(action.notBefore === undefined ? {} : { notBefore: action.notBefore }),
+    },
+    status: { phase: 'Pending' },
   }
 }
 
