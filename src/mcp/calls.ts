@@ -5,7 +5,8 @@
 // payment-required result (x402 v2 MCP transport + mppx's tool-result form); receipts go to
 // result._meta. Verification, reservation, settlement and the ledger stay in the route's guard.
 import type { PaymentPayload } from '@x402/core/types'
-import { Challenge, Credential, Receipt } from 'mppx'
+import type { Credential } from 'mppx'
+import { mppxRoot as mppx } from '../payments/mpp/lazy.ts'
 import { decodeHeaderJson, encodeHeaderJson } from '../payments/x402/header-json.ts'
 import { AppError, isAppError } from '../platform/errors.ts'
 import type { Logger } from '../platform/logger.ts'
@@ -160,7 +161,7 @@ function applyMeta(headers: Record<string, string>, meta: Record<string, unknown
   if (mpp !== undefined) {
     let value: string
     try {
-      value = Credential.serialize(mpp as Credential.Credential)
+      value = mppx().Credential.serialize(mpp as Credential.Credential)
     } catch {
       throw new AppError('payment_malformed', `_meta["${META.mppCredential}"] must be an MPP credential {challenge, payload}`, {
         field: `_meta.${META.mppCredential}`,
@@ -196,7 +197,7 @@ function mppPaymentRequired(response: DispatchResponse, problem: unknown): Recor
   const value = response.headers['www-authenticate']
   if (!value) return undefined
   try {
-    const challenges = Challenge.deserializeList(value)
+    const challenges = mppx().Challenge.deserializeList(value)
     return challenges.length > 0 ? { httpStatus: 402, challenges, problem } : undefined
   } catch {
     return undefined
@@ -210,7 +211,7 @@ function receiptsOf(response: DispatchResponse, meta: Record<string, unknown> | 
   const mpp = response.headers['payment-receipt']
   if (mpp) {
     const credential = meta?.[META.mppCredential] as { challenge?: { id?: unknown } } | undefined
-    out[META.mppReceipt] = { ...Receipt.deserialize(mpp), challengeId: credential?.challenge?.id }
+    out[META.mppReceipt] = { ...mppx().Receipt.deserialize(mpp), challengeId: credential?.challenge?.id }
   }
   return out
 }

@@ -15,17 +15,17 @@
 // Replay protection belongs to the guard (it reserves `replayKey` in its DB before the upstream
 // call). mppx also claims tx hashes / proof ids in the Store built here on the injected
 // key/value port, and verify() refuses credentials already claimed there.
-import { Challenge, Credential, Errors, PaymentRequest, Receipt } from 'mppx'
-import { Mppx, Store, tempo } from 'mppx/server'
-import { Methods, Proof } from 'mppx/tempo'
+import type { Challenge, Credential } from 'mppx'
+import type { Store } from 'mppx/server'
 import { BaseError, HttpRequestError, TimeoutError, formatUnits, getAddress, hexToBytes, isHex, keccak256, type Client, type Hex } from 'viem'
-import { Transaction } from 'viem/tempo'
+import type { Transaction } from 'viem/tempo'
 import type { KeyValue } from '../../platform/kv/index.ts'
 import { PaymentRejected, type Address, type ChallengeParts, type PriceQuote, type RejectReason, type SettlementOutcome, type VerifiedPayment } from '../types.ts'
 import { TEMPO_CHAIN_ID, type TempoClientFactory } from './tempo-rpc.ts'
 import type { ChainTruthReader } from '../confirmations.ts'
 import type { PendingReconciler } from '../guard.ts'
 import { recoverSigner } from '../x402/recover.ts'
+import { mppxRoot, mppxServer, mppxTempo, viemTempo } from './lazy.ts'
 
 /** Tempo mainnet USDC (TIP-20, 6 decimals). */
 export const TEMPO_USDC: Address = '0x20C000000000000000000000b9537d11c60E8b50'
@@ -113,22 +113,28 @@ export function createMpp(options: MppOptions): Mpp {
   // proofs that did not verify locally, and those are refused before it is asked.
   const getClient = trackBroadcasts(options.getClient ?? noTempoRpc, watched)
 
-  const store = kvStore(options.store)
-  const mppx = Mppx.create({
-    secretKey,
-    realm,
-    methods: [
-      tempo.charge({
-        currency,
-        recipient,
-        decimals: DECIMALS,
-        getClient,
-        store,
-        // Sponsorship (fee payer) is not offered, so no sponsor budget bookkeeping either.
-        sponsorBudget: false,
-      }),
-    ],
-  })
+  const createServer = () => {
+    const { Mppx, tempo } = mppxServer()
+    const store = kvStore(options.store)
+    const mppx = Mppx.create({
+      secretKey,
+      realm,
+      methods: [
+        tempo.charge({
+          currency,
+          recipient,
+          decimals: DECIMALS,
+          getClient,
+          store,
+          // Sponsorship (fee payer) is not offered, so no sponsor budget bookkeeping either.
+          sponsorBudget: false,
+        }),
+      ],
+    })
+    return { store, mppx }
+  }
+  let server: ReturnType<typeof createServer> | undefined
+  const paymentServer = () => (server ??= createServer())
 
   /** The route request mppx re-derives the challenge from when validating (binding check). */
   function routeOptions(quote: PriceQuote) {
@@ -146,7 +152,8 @@ export function createMpp(options: MppOptions): Mpp {
   function challenge(quote: PriceQuote): ChallengeParts {
     if (quote.amountMicros < 0n) throw new RangeError('amountMicros must not be negative')
     if (!offers(quote)) return { headers: {}, body: {} }
-    const issued = Challenge.fromMethod(Methods.charge, {
+    const { Challenge } = mppxRoot()
+    const issued = Challenge.fromMethod(mppxTempo().Methods.charge, {
       realm,
       secretKey,
       expires: new Date(now() + ttlMs).toISOString(),
@@ -171,6 +178,7 @@ export function createMpp(options: MppOptions): Mpp {
           'WWW-Authenticate: Payment challenge. Pay with x402 (PAYMENT-SIGNATURE or X-PAYMENT); MPP is accepted here for $0 wallet proofs only.',
       )
     }
+    const { Challenge, Credential } = mppxRoot()
     let credential: Credential.Credential
     try {
       credential = Credential.deserialize(authorization.trim())
@@ -228,6 +236,7 @@ export function createMpp(options: MppOptions): Mpp {
           'Proof signature does not match the source account (this gateway has no Tempo RPC, so only plain secp256k1 signatures of the source key can be verified)',
         )
       }
+      const { mppx } = paymentServer()
       let validation: Awaited<ReturnType<typeof mppx.validateCredential>>
       try {
         validation = await mppx.validateCredential(credential, routeOptions(quote))
@@ -246,13 +255,13 @@ export function createMpp(options: MppOptions): Mpp {
       const watch = txHash !== undefined && payload.type === 'transaction' ? txHash : undefined
       if (watch !== undefined) watched.set(watch, { sent: false, refused: false })
       try {
-        const receipt = await mppx.broadcastCredential(credential, routeOptions(quote))
+        const receipt = await paymentServer().mppx.broadcastCredential(credential, routeOptions(quote))
         return {
           status: 'settled',
           reference: receipt.reference,
           payer,
           network,
-          headers: { 'Payment-Receipt': Receipt.serialize(receipt) },
+          headers: { 'Payment-Receipt': mppxRoot().Receipt.serialize(receipt) },
         }
       } catch (err) {
         const state = watch === undefined ? undefined : watched.get(watch)
@@ -283,6 +292,7 @@ export function createMpp(options: MppOptions): Mpp {
    * undefined when it is not one (mppx then decides, if an RPC is there to ask).
    */
   function localProofSigner(credential: Credential.Credential, issued: Challenge.Challenge, signature: Hex): Address | undefined {
+    const { Proof } = mppxTempo()
     const source = credential.source === undefined ? null : Proof.parseProofSource(credential.source)
     if (source === null || source.chainId !== chainId) throw new PaymentRejected('invalid_signature', 'Proof credential source is invalid')
     if (!isHex(signature) || signature.length !== 132) return undefined
@@ -294,9 +304,11 @@ export function createMpp(options: MppOptions): Mpp {
   /** settle() of a locally verified proof: claims it in the replay store as mppx would, no RPC. */
   async function claimProof(issued: Challenge.Challenge, payer: Address): Promise<SettlementOutcome> {
     const expires = issued.expires === undefined ? now() + ttlMs : Date.parse(issued.expires)
-    if (!(await Store.tryClaim(store, `mppx:charge:proof:${issued.id}`, expires))) {
+    const { Store } = mppxServer()
+    if (!(await Store.tryClaim(paymentServer().store, `mppx:charge:proof:${issued.id}`, expires))) {
       return { status: 'failed', reason: 'Proof credential has already been used' }
     }
+    const { Receipt } = mppxRoot()
     const receipt = Receipt.from({ method: MPP_METHOD, status: 'success', timestamp: new Date(now()).toISOString(), reference: issued.id })
     return { status: 'settled', reference: issued.id, payer, network, headers: { 'Payment-Receipt': Receipt.serialize(receipt) } }
   }
@@ -336,7 +348,7 @@ function routeOf(challenge: Challenge.Challenge): string | undefined {
   let meta: Record<string, unknown> | undefined = challenge.meta
   if (meta === undefined && challenge.opaque !== undefined) {
     try {
-      meta = PaymentRequest.deserialize(challenge.opaque)
+      meta = mppxRoot().PaymentRequest.deserialize(challenge.opaque)
     } catch {
       throw new PaymentRejected('malformed', 'Challenge opaque cannot be decoded')
     }
@@ -355,6 +367,7 @@ function modeOf(payload: PaymentPayload): string {
  */
 async function canonicalTxHash(serialized: Hex, detail: Record<string, string>): Promise<string> {
   try {
+    const { Transaction } = viemTempo()
     const tx = Transaction.deserialize(serialized as Transaction.TransactionSerializedTempo)
     const validBefore = (tx as { validBefore?: number | bigint }).validBefore
     if (validBefore !== undefined) detail.validBefore = String(validBefore)
@@ -391,6 +404,7 @@ function isRevert(err: unknown): boolean {
 
 /** mppx / viem errors from validateCredential → PaymentRejected (infrastructure errors pass through). */
 function toRejection(err: unknown): unknown {
+  const { Errors } = mppxRoot()
   if (err instanceof PaymentRejected) return err
   if (err instanceof Errors.PaymentExpiredError) return new PaymentRejected('challenge_expired', err.message)
   if (err instanceof Errors.InvalidPayloadError || err instanceof Errors.MalformedCredentialError) {
@@ -422,7 +436,7 @@ function toRejection(err: unknown): unknown {
 
 /** mppx Store over the KeyValue port. Only `tryClaim` (SET NX PX) is needed on the charge path. */
 function kvStore(kv: MppKeyValue): Store.AtomicStore {
-  return Store.from({
+  return mppxServer().Store.from({
     async get(key: string) {
       const raw = await kv.get(key)
       return raw === null ? null : (JSON.parse(raw) as unknown)

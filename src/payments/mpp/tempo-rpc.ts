@@ -2,7 +2,7 @@
 // simulate, broadcast and look up TIP-20 payments. Production points it at https://rpc.tempo.xyz
 // (chain 4217); tests point it at the scripted responder in test/helpers/tempo-rpc.ts.
 import { createClient, http, type Client } from 'viem'
-import { tempo } from 'viem/tempo/chains'
+import { viemTempoChains } from './lazy.ts'
 
 /** Tempo mainnet chain id (viem/tempo/chains `tempo`). */
 export const TEMPO_CHAIN_ID = 4217
@@ -23,6 +23,7 @@ const DEFAULT_TIMEOUT_MS = 10_000
  * would only muddy whether the payment went out. Asking for another chain id fails loudly.
  */
 export function tempoClientFromUrl(rpcUrl: string, options: TempoClientOptions = {}): TempoClientFactory {
+  const { tempo } = viemTempoChains() // only where a Tempo RPC is configured
   const client = createClient({
     chain: tempo,
     transport: http(rpcUrl, { timeout: options.timeoutMs ?? DEFAULT_TIMEOUT_MS, retryCount: 0 }),

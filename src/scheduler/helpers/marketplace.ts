@@ -14,11 +14,11 @@ import { x402Client, x402HTTPClient } from '@x402/fetch'
 import type { PaymentRequired, PaymentRequirements } from '@x402/fetch'
 import { findDefaultAsset } from '@x402/evm'
 import { registerExactEvmScheme } from '@x402/evm/exact/client'
-import { Challenge, Receipt } from 'mppx'
-import { Mppx, tempo } from 'mppx/client'
+import type { Challenge } from 'mppx'
 import type { PrivateKeyAccount } from 'viem/accounts'
 import type { Micros } from '../../platform/money.ts'
 import type { TempoClientFactory } from '../../payments/mpp/tempo-rpc.ts'
+import { mppxClient, mppxRoot } from '../../payments/mpp/lazy.ts'
 
 /** TIP-20 USD tokens (6 decimals) an MPP charge may ask for: Tempo USDC and pathUSD. */
 export const MPP_USD_CURRENCIES: ReadonlySet<string> = new Set(['0x20c000000000000000000000b9537d11c60e8b50', '0x20c0000000000000000000000000000000000000'])
@@ -97,7 +97,7 @@ function x402Offers(headers: Headers, body: unknown): { offers: X402Offer[]; see
 function mppOffers(headers: Headers, nowMs: number): { offers: MppOffer[]; seen: boolean } {
   let challenges: Challenge.Challenge[]
   try {
-    challenges = Challenge.fromHeadersList(headers)
+    challenges = mppxRoot().Challenge.fromHeadersList(headers)
   } catch {
     return { offers: [], seen: false }
   }
@@ -169,6 +169,8 @@ export async function payX402(offer: X402Offer, account: PrivateKeyAccount, requ
 
 /** Creates an mppx credential for the chosen challenge and sends the paid request. */
 export async function payMpp(offer: MppOffer, account: PrivateKeyAccount, getClient: TempoClientFactory, request: PayRequest): Promise<PaidResponse> {
+  const { Challenge, Receipt } = mppxRoot()
+  const { Mppx, tempo } = mppxClient()
   const mppx = Mppx.create({ methods: [tempo.charge({ account, getClient })], polyfill: false, fetch: request.fetch })
   // Only the chosen challenge, so the client cannot pick another one.
   const challengeOnly = new Response(null, { status: 402, headers: { 'www-authenticate': Challenge.serialize(offer.challenge) } })
