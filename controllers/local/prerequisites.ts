@@ -154,31 +154,33 @@ export async function checkLocalExecutor(options: PrerequisiteOptions = {}): Pro
   const searchPath = options.searchPath ?? process.env.PATH
   const osRelease = options.osRelease ?? (await readFile('/etc/os-release', 'utf8').catch(() => ''))
   const procSys = options.procSys ?? '/proc/sys'
-  const problems: PrerequisiteProblem[] = []
   const tools: PrerequisiteReport['tools'] = {}
   const runtimes: PrerequisiteReport['runtimes'] = {}
   const missingLibraries: PrerequisiteReport['missingLibraries'] = {}
-  const notes: string[] = []
+  // The checks are independent (each spawns or reads on its own), so they run at once; each keeps
+  // its own problems and notes, reported in this fixed order whatever finishes first.
+  type Found = { problems: PrerequisiteProblem[]; notes: string[] }
+  const found = (): Found => ({ problems: [], notes: [] })
 
-  for (const [name, label] of [
-    ['bwrap', 'bwrap (bubblewrap)'],
-    ['prlimit', 'prlimit (util-linux)'],
-  ] as const) {
-    const found = await findTool(name, searchPath)
-    if (found) {
-      tools[name] = found
-      continue
+  const checkTool = async (name: 'bwrap' | 'prlimit', label: string): Promise<Found> => {
+    const out = found()
+    const at = await findTool(name, searchPath)
+    if (at) {
+      tools[name] = at
+      return out
     }
     const standardDirs = options.standardDirs ?? FALLBACK_TOOL_DIRS
     const elsewhere = standardDirs.length > 0 ? await findTool(name, standardDirs.join(':')) : null
-    problems.push(
+    out.problems.push(
       elsewhere
         ? { name, reason: `${label} is not on the service's PATH; it is at ${elsewhere}`, fix: `add ${path.dirname(elsewhere)} to the service's PATH` }
         : { name, reason: `${label} is not installed (not on PATH)`, fix: installCommand(name, osRelease) },
     )
+    return out
   }
 
-  for (const runtime of ['python', 'node'] as const) {
+  const checkRuntime = async (runtime: 'python' | 'node'): Promise<Found> => {
+    const out = found()
     try {
       const it = await resolveInterpreter(runtime, {
         ...(options.pythonPath ? { pythonPath: options.pythonPath } : {}),
@@ -187,52 +189,66 @@ export async function checkLocalExecutor(options: PrerequisiteOptions = {}): Pro
       runtimes[runtime] = `${it.version} (${it.bin})`
       const major = Number(it.version.split('.')[0])
       if (runtime === 'node' && major < 20)
-        notes.push(
+        out.notes.push(
           `node ${it.version} is older than 20, the oldest the sandbox bootstrap is tested with (the SPEC's is 22): install a newer node (NodeSource) or set AGW_SANDBOX_NODE`,
         )
-      if (runtime === 'python' && major === 3 && Number(it.version.split('.')[1]) < 12) notes.push(`python ${it.version} is not the SPEC's 3.12 (scripts run on it as they are)`)
+      if (runtime === 'python' && major === 3 && Number(it.version.split('.')[1]) < 12)
+        out.notes.push(`python ${it.version} is not the SPEC's 3.12 (scripts run on it as they are)`)
       if (runtime === 'python') {
         const missing = await missingPythonModules(it.bin)
         if (missing) {
           missingLibraries.python = missing
           if (missing.length > 0)
-            notes.push(
+            out.notes.push(
               `python libraries the SPEC preinstalls are missing for local runs: ${missing.join(', ')} (a task may not list them in dependencies either); ${pythonLibrariesFix(missing, osRelease)}`,
             )
         }
       }
     } catch (error) {
       const variable = runtime === 'python' ? 'AGW_SANDBOX_PYTHON' : 'AGW_SANDBOX_NODE'
-      problems.push({
+      out.problems.push({
         name: runtime,
         reason: (error as Error).message,
         fix: `${installCommand(runtime, osRelease)}, or set ${variable} to a ${runtime === 'python' ? 'python 3' : 'node ≥ 20'} the sandbox uids can reach (not under /root)`,
       })
     }
+    return out
   }
 
-  try {
-    const dir = await preinstalledNodeLibs(options.nodeLibsDir ? { nodeLibsDir: options.nodeLibsDir } : {})
-    const missing: string[] = []
-    for (const name of PREINSTALLED.node) if (!dir || !(await exists(path.join(dir, name, 'package.json')))) missing.push(name)
-    missingLibraries.node = missing
-    if (missing.length > 0) {
-      notes.push(
-        `node libraries the SPEC preinstalls are missing for local runs: ${missing.join(', ')}${dir ? ` (not in ${dir})` : ' (AGW_SANDBOX_NODE_LIBS is unset)'}; ${NODE_LIBRARIES_FIX}`,
-      )
+  const checkNodeLibs = async (): Promise<Found> => {
+    const out = found()
+    try {
+      const dir = await preinstalledNodeLibs(options.nodeLibsDir ? { nodeLibsDir: options.nodeLibsDir } : {})
+      const present = await Promise.all(PREINSTALLED.node.map(async (name) => (dir ? exists(path.join(dir, name, 'package.json')) : false)))
+      const missing = PREINSTALLED.node.filter((_, i) => !present[i])
+      missingLibraries.node = missing
+      if (missing.length > 0) {
+        out.notes.push(
+          `node libraries the SPEC preinstalls are missing for local runs: ${missing.join(', ')}${dir ? ` (not in ${dir})` : ' (AGW_SANDBOX_NODE_LIBS is unset)'}; ${NODE_LIBRARIES_FIX}`,
+        )
+      }
+    } catch (error) {
+      out.problems.push({ name: 'nodelibs', reason: (error as Error).message, fix: `fix or unset AGW_SANDBOX_NODE_LIBS; ${NODE_LIBRARIES_FIX}` })
     }
-  } catch (error) {
-    problems.push({ name: 'nodelibs', reason: (error as Error).message, fix: `fix or unset AGW_SANDBOX_NODE_LIBS; ${NODE_LIBRARIES_FIX}` })
+    return out
   }
 
-  const workRoot = options.workRoot ?? os.tmpdir()
-  try {
-    await checkWorkRoot(workRoot)
-  } catch (error) {
-    problems.push({ name: 'workroot', reason: (error as Error).message, fix: `chmod o+x on every directory of ${workRoot}, or set TMPDIR to a directory under /tmp` })
+  const checkWorkRootFound = async (): Promise<Found> => {
+    const out = found()
+    const workRoot = options.workRoot ?? os.tmpdir()
+    try {
+      await checkWorkRoot(workRoot)
+    } catch (error) {
+      out.problems.push({ name: 'workroot', reason: (error as Error).message, fix: `chmod o+x on every directory of ${workRoot}, or set TMPDIR to a directory under /tmp` })
+    }
+    return out
   }
 
-  if (tools.bwrap && tools.prlimit) {
+  /** The sandbox probe, once both tools are found (it needs them; the other checks do not wait for it). */
+  const checkSandbox = async (toolsFound: Promise<unknown>): Promise<Found> => {
+    await toolsFound
+    const out = found()
+    if (!tools.bwrap || !tools.prlimit) return out
     const probe = await probeSandbox(
       { bwrap: tools.bwrap, prlimit: tools.prlimit },
       {
@@ -242,22 +258,29 @@ export async function checkLocalExecutor(options: PrerequisiteOptions = {}): Pro
     )
     if (!probe.ok) {
       if (/unknown option|unrecognized option|--disable-userns/i.test(probe.output)) {
-        problems.push({
+        out.problems.push({
           name: 'bwrap',
           reason: `${tools.bwrap} is too old for the sandbox's options (${probe.reason})`,
           fix: `bubblewrap ≥ 0.8.0 is needed (--disable-userns): ${installCommand('bwrap', osRelease)} from a newer release (Debian 12, Ubuntu 24.04 and later ship it)`,
         })
       } else if (!probe.timedOut && /namespace|uid map|gid map|unshare|clone|operation not permitted|permission denied|RTM_NEWADDR|loopback/i.test(probe.output)) {
-        problems.push({ name: 'userns', reason: `user namespaces are not allowed for the sandbox: ${probe.reason}`, fix: await usernsFix(procSys) })
+        out.problems.push({ name: 'userns', reason: `user namespaces are not allowed for the sandbox: ${probe.reason}`, fix: await usernsFix(procSys) })
       } else {
-        problems.push({
+        out.problems.push({
           name: 'sandbox',
           reason: probe.reason,
           fix: `run \`${tools.bwrap} --unshare-all --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 -- true\` to see the failure; if it is about namespaces: ${await usernsFix(procSys)}`,
         })
       }
     }
+    return out
   }
+
+  const toolChecks = Promise.all([checkTool('bwrap', 'bwrap (bubblewrap)'), checkTool('prlimit', 'prlimit (util-linux)')])
+  const otherChecks = Promise.all([checkRuntime('python'), checkRuntime('node'), checkNodeLibs(), checkWorkRootFound(), checkSandbox(toolChecks)])
+  const results = [...(await toolChecks), ...(await otherChecks)]
+  const problems = results.flatMap((result) => result.problems)
+  const notes = results.flatMap((result) => result.notes)
 
   return { ok: problems.length === 0, checkedAt: started, durationMs: now() - started, tools, runtimes, problems, missingLibraries, notes }
 }
