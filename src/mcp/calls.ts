@@ -260,7 +260,13 @@ export function resultOf(response: DispatchResponse, meta: Record<string, unknow
 /** A refusal made before any request (an argument that cannot be placed): a problem like the route's. */
 export function problemResult(error: AppError, instance: string): ToolResult {
   const problem = error.toProblem(instance) as unknown as Record<string, unknown>
-  return { isError: true, structuredContent: problem, content: text(problem), _meta: { [META.http]: { status: error.status, headers: {} } } }
+  // The headers a route's answer would report (a 503's Retry-After), as resultOf reports them.
+  const headers = Object.fromEntries(
+    Object.entries(error.headers)
+      .filter(([name]) => reported(name.toLowerCase()))
+      .map(([name, value]) => [name.toLowerCase(), value]),
+  )
+  return { isError: true, structuredContent: problem, content: text(problem), _meta: { [META.http]: { status: error.status, headers } } }
 }
 
 /**

@@ -9,7 +9,7 @@ import type { PaymentPayload, PaymentRequired } from '@x402/core/types'
 import { createCatalog } from '../../src/catalog/catalog.ts'
 import { registry } from '../../src/catalog/registry.ts'
 import type { Registry } from '../../src/catalog/types.ts'
-import { problemResult, requestOf, resultOf, type CallContext } from '../../src/mcp/calls.ts'
+import { META, problemResult, requestOf, resultOf, type CallContext } from '../../src/mcp/calls.ts'
 import { buildToolTable, type McpTool } from '../../src/mcp/tools.ts'
 import { AppError } from '../../src/platform/errors.ts'
 import { IMPLEMENTED_OPERATIONS } from '../../src/runtime.ts'
@@ -164,6 +164,9 @@ t.test('results: 2xx with receipts, the 402 as the x402 payment-required result,
   t.match(notJson.structuredContent, { status: 502, detail: 'bad gateway' })
   const early = problemResult(new AppError('validation_error', 'arguments.id is required', { field: 'arguments.id' }), 'mcp://tool/x')
   t.match(early, { isError: true, structuredContent: { code: 'validation_error', field: 'arguments.id', instance: 'mcp://tool/x' } })
+  // A role out of reach (the tool's request never answered) is a 503 that says when to come back, as a route's 503 does.
+  const unreachable = problemResult(new AppError('unavailable', 'createTask could not be reached'), 'mcp://tool/createTask')
+  t.same(unreachable._meta?.[META.http], { status: 503, headers: { 'retry-after': '5' } }, 'the 503 carries its Retry-After in _meta')
 })
 
 t.test('results: the payment and plan headers of the answer pass through in _meta, a payment-identifier replay marker included', async (t) => {
