@@ -222,6 +222,9 @@ t.test('x402Reconciler: a used authorization whose transaction cannot be looked 
   const longPast = (Number(auth.validBefore) + CARRIER_LOOKUP_WINDOW_S + 1) * 1000
   const late = await x402Reconciler(w.chain, () => longPast)({ replayKey: 'k', state: 'pending', reference: '', detail, since: new Date() })
   t.same(late, { status: 'settled', reference: '' }, 'past the lookup window: settled without it (the money moved), never pending for ever')
+  const ours = `0x${'ab'.repeat(32)}`
+  const recorded = await reconcile({ replayKey: 'k', state: 'pending', reference: ours, detail, since: new Date() })
+  t.same(recorded, { status: 'settled', reference: ours }, 'with a transaction of ours on record: settled with it (a node restarted without its logs), not left pending')
   front.state.emptyLogs = false
   const verdict = await reconcile({ replayKey: 'k', state: 'pending', reference: '', detail, since: new Date() })
   t.same(verdict, { status: 'settled', reference: landed.status === 'confirmed' ? landed.txHash : '' }, 'settled with the transaction that carried it')

@@ -191,10 +191,12 @@ export function x402Reconciler(chain: ChainPort, now: () => number, resettle: Re
         return { status: 'pending' }
       }
       if (tx !== undefined) return { status: 'settled', reference: tx }
-      // Used, yet no log names its carrier (a node catching up after a restart): asked again,
-      // until the authorization is too old for the lookup's window to hold its block.
+      // Used, yet no log names its carrier (a node catching up, or one restarted from a saved
+      // state without its logs): the transaction we sent is the record when there is one;
+      // without one, asked again until the authorization is too old for the lookup's window.
+      if (reference) return { status: 'settled', reference }
       if (now() < (Number(detail.validBefore ?? 0) + CARRIER_LOOKUP_WINDOW_S) * 1000) return { status: 'pending' }
-      return { status: 'settled', reference: reference ?? '' }
+      return { status: 'settled', reference: '' }
     }
     if (fate === 'dead') return { status: 'failed', reason: 'the authorization expired unused' }
     const validBefore = Number(detail.validBefore ?? 0) * 1000
