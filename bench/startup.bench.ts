@@ -359,7 +359,8 @@ try {
   const floor = results.get('bare fastify hello-world') ?? []
   const floorReady = median(floor.map((s) => s.readyMs))
   const floorRss = median(floor.map((s) => s.idleRssMb))
-  const pgliteFloorReady = median((results.get(PGLITE_FLOOR) ?? []).map((s) => s.readyMs))
+  const pgliteFloor = results.get(PGLITE_FLOOR) ?? []
+  const pgliteFloorReady = median(pgliteFloor.map((s) => s.readyMs))
   const ratio = (value: number, of: number) => (Number.isFinite(of) ? (value / of).toFixed(1) : '–')
   const lines = [
     `Node ${process.versions.node}, ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${rounds} round(s), idle RSS ${idleSec} s after ready; medians.`,
@@ -383,7 +384,6 @@ try {
     )
   }
   const warm = results.get(WARM_ALL) ?? []
-  const pgliteFloor = results.get(PGLITE_FLOOR) ?? []
   if (warm.length > 0 && warm.length === pgliteFloor.length) {
     // Each round's warm start against the floor measured right after it: the drift of a loaded machine cancels out.
     const readyRatio = median(warm.map((s, i) => s.readyMs / (pgliteFloor[i] as Sample).readyMs))

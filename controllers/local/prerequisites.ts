@@ -154,21 +154,21 @@ export async function checkLocalExecutor(options: PrerequisiteOptions = {}): Pro
   const searchPath = options.searchPath ?? process.env.PATH
   const osRelease = options.osRelease ?? (await readFile('/etc/os-release', 'utf8').catch(() => ''))
   const procSys = options.procSys ?? '/proc/sys'
-  const tools: PrerequisiteReport['tools'] = {}
-  const runtimes: PrerequisiteReport['runtimes'] = {}
-  const missingLibraries: PrerequisiteReport['missingLibraries'] = {}
-  // The checks are independent (each spawns or reads on its own), so they run at once; each keeps
-  // its own problems and notes, reported in this fixed order whatever finishes first.
-  type Found = { problems: PrerequisiteProblem[]; notes: string[] }
+  // The checks are independent (each spawns or reads on its own), so they run at once; each returns
+  // what it found, merged in this fixed order whatever finishes first (the report reads the same).
+  type Found = {
+    problems: PrerequisiteProblem[]
+    notes: string[]
+    tools?: PrerequisiteReport['tools']
+    runtimes?: PrerequisiteReport['runtimes']
+    missingLibraries?: PrerequisiteReport['missingLibraries']
+  }
   const found = (): Found => ({ problems: [], notes: [] })
 
   const checkTool = async (name: 'bwrap' | 'prlimit', label: string): Promise<Found> => {
     const out = found()
     const at = await findTool(name, searchPath)
-    if (at) {
-      tools[name] = at
-      return out
-    }
+    if (at) return { ...out, tools: { [name]: at } }
     const standardDirs = options.standardDirs ?? FALLBACK_TOOL_DIRS
     const elsewhere = standardDirs.length > 0 ? await findTool(name, standardDirs.join(':')) : null
     out.problems.push(
@@ -186,7 +186,7 @@ export async function checkLocalExecutor(options: PrerequisiteOptions = {}): Pro
         ...(options.pythonPath ? { pythonPath: options.pythonPath } : {}),
         ...(options.nodePath ? { nodePath: options.nodePath } : {}),
       })
-      runtimes[runtime] = `${it.version} (${it.bin})`
+      out.runtimes = { [runtime]: `${it.version} (${it.bin})` }
       const major = Number(it.version.split('.')[0])
       if (runtime === 'node' && major < 20)
         out.notes.push(
@@ -197,7 +197,7 @@ export async function checkLocalExecutor(options: PrerequisiteOptions = {}): Pro
       if (runtime === 'python') {
         const missing = await missingPythonModules(it.bin)
         if (missing) {
-          missingLibraries.python = missing
+          out.missingLibraries = { python: missing }
           if (missing.length > 0)
             out.notes.push(
               `python libraries the SPEC preinstalls are missing for local runs: ${missing.join(', ')} (a task may not list them in dependencies either); ${pythonLibrariesFix(missing, osRelease)}`,
@@ -221,7 +221,7 @@ export async function checkLocalExecutor(options: PrerequisiteOptions = {}): Pro
       const dir = await preinstalledNodeLibs(options.nodeLibsDir ? { nodeLibsDir: options.nodeLibsDir } : {})
       const present = await Promise.all(PREINSTALLED.node.map(async (name) => (dir ? exists(path.join(dir, name, 'package.json')) : false)))
       const missing = PREINSTALLED.node.filter((_, i) => !present[i])
-      missingLibraries.node = missing
+      out.missingLibraries = { node: missing }
       if (missing.length > 0) {
         out.notes.push(
           `node libraries the SPEC preinstalls are missing for local runs: ${missing.join(', ')}${dir ? ` (not in ${dir})` : ' (AGW_SANDBOX_NODE_LIBS is unset)'}; ${NODE_LIBRARIES_FIX}`,
@@ -233,7 +233,7 @@ export async function checkLocalExecutor(options: PrerequisiteOptions = {}): Pro
     return out
   }
 
-  const checkWorkRootFound = async (): Promise<Found> => {
+  const checkWorkRootDir = async (): Promise<Found> => {
     const out = found()
     const workRoot = options.workRoot ?? os.tmpdir()
     try {
@@ -244,9 +244,8 @@ export async function checkLocalExecutor(options: PrerequisiteOptions = {}): Pro
     return out
   }
 
-  /** The sandbox probe, once both tools are found (it needs them; the other checks do not wait for it). */
-  const checkSandbox = async (toolsFound: Promise<unknown>): Promise<Found> => {
-    await toolsFound
+  /** The sandbox probe, with the tools found (it needs both; the other checks do not wait for it). */
+  const checkSandbox = async (tools: PrerequisiteReport['tools']): Promise<Found> => {
     const out = found()
     if (!tools.bwrap || !tools.prlimit) return out
     const probe = await probeSandbox(
@@ -277,8 +276,12 @@ export async function checkLocalExecutor(options: PrerequisiteOptions = {}): Pro
   }
 
   const toolChecks = Promise.all([checkTool('bwrap', 'bwrap (bubblewrap)'), checkTool('prlimit', 'prlimit (util-linux)')])
-  const otherChecks = Promise.all([checkRuntime('python'), checkRuntime('node'), checkNodeLibs(), checkWorkRootFound(), checkSandbox(toolChecks)])
-  const results = [...(await toolChecks), ...(await otherChecks)]
+  const sandboxCheck = toolChecks.then((checks) => checkSandbox(Object.assign({}, ...checks.map((check) => check.tools))))
+  const otherChecks = [checkRuntime('python'), checkRuntime('node'), checkNodeLibs(), checkWorkRootDir(), sandboxCheck]
+  const results = (await Promise.all([toolChecks, ...otherChecks])).flat()
+  const tools: PrerequisiteReport['tools'] = Object.assign({}, ...results.map((result) => result.tools))
+  const runtimes: PrerequisiteReport['runtimes'] = Object.assign({}, ...results.map((result) => result.runtimes))
+  const missingLibraries: PrerequisiteReport['missingLibraries'] = Object.assign({}, ...results.map((result) => result.missingLibraries))
   const problems = results.flatMap((result) => result.problems)
   const notes = results.flatMap((result) => result.notes)
 
