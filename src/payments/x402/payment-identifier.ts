@@ -138,6 +138,11 @@ export interface PaymentIdentifiers {
 const NOT_REPLAYABLE: StoredResponse = { status: 0, headers: {}, body: null }
 /** Reservation states whose payment failed or never left: the id is free again. */
 const UNPAID = new Set(['released', 'reversed'])
+/**
+ * A lease that has ended for every later reading: `now()` is the transaction's start and PGlite's
+ * clock ticks in milliseconds, so a lease set to `now()` could still read as live in the next query.
+ */
+const LAPSED = "now() - interval '1 second'"
 /** Reservation states still being decided (settling, broadcast, dropped and being re-landed). */
 const DECIDING = new Set(['settling', 'pending', 'reorged'])
 
@@ -288,7 +293,7 @@ export function createPaymentIdentifiers(options: PaymentIdentifierOptions): Pay
       if (options.orphanedBefore !== undefined) {
         // A claim renewed before the instant every earlier request died lapses at once.
         await db.query(
-          `update payment_identifiers set lease_until = now() where state = 'in_flight' and lease_until < $1::timestamptz + make_interval(secs => $2) and lease_until > now()`,
+          `update payment_identifiers set lease_until = ${LAPSED} where state = 'in_flight' and lease_until < $1::timestamptz + make_interval(secs => $2) and lease_until > now()`,
           [options.orphanedBefore, leaseSec],
         )
       }
@@ -301,12 +306,19 @@ export function createPaymentIdentifiers(options: PaymentIdentifierOptions): Pay
   function held(id: string, token: string): HeldIdentifier {
     let done = false
     // A slow request (e.g. a long generation) keeps its claim and cannot be charged twice.
+    // The last renewal is awaited before the claim ends, so one still in flight cannot land after
+    // a release and hold the id for another lease.
+    let renewal: Promise<unknown> = Promise.resolve()
     const renew = setInterval(() => {
-      db.query(`update payment_identifiers set lease_until = now() + make_interval(secs => $3) where payment_id = $1 and claim_token = $2`, [id, token, leaseSec]).catch(
-        () => undefined,
-      )
+      renewal = db
+        .query(`update payment_identifiers set lease_until = now() + make_interval(secs => $3) where payment_id = $1 and claim_token = $2`, [id, token, leaseSec])
+        .catch(() => undefined)
     }, renewMs)
     renew.unref()
+    const stopRenewing = async () => {
+      clearInterval(renew)
+      await renewal
+    }
     return {
       kind: 'claimed',
       async link(replayKey) {
@@ -319,7 +331,7 @@ export function createPaymentIdentifiers(options: PaymentIdentifierOptions): Pay
       async complete(response, replayKey) {
         if (done) return
         done = true
-        clearInterval(renew)
+        await stopRenewing()
         await db.query(
           `update payment_identifiers set state = 'completed', status = $3, response = $4, completed_at = now(),
                   expires_at = now() + make_interval(secs => $5), claim_token = null, replay_key = coalesce($6, replay_key)
@@ -330,13 +342,13 @@ export function createPaymentIdentifiers(options: PaymentIdentifierOptions): Pay
       async release() {
         if (done) return
         done = true
-        clearInterval(renew)
+        await stopRenewing()
         // Unlinked, nothing was paid: the id is free. Linked, the request failed (a dependency
         // down mid-request) with its payment perhaps already settling, which the reconciler may
         // still land: the claim lapses instead, and a retry takes it over as from a dead request
         // (a payment that never left frees the id, one being decided waits, a paid one replays).
         await db.query(`delete from payment_identifiers where payment_id = $1 and claim_token = $2 and replay_key is null`, [id, token])
-        await db.query(`update payment_identifiers set lease_until = now() where payment_id = $1 and claim_token = $2`, [id, token])
+        await db.query(`update payment_identifiers set lease_until = ${LAPSED} where payment_id = $1 and claim_token = $2`, [id, token])
       },
     }
   }
