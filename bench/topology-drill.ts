@@ -142,7 +142,8 @@ try {
       `payments decided in ${(rest.decidedMs / 1000).toFixed(1)} s, refunds in ${(rest.refundsMs / 1000).toFixed(1)} s`,
   )
   const scheduled = await schedules.check(problems, faults.faults)
-  const money = await checkMoney(topology, buyers, walletBase + scheduled.serviceGain, SERVICE_ADDRESS, problems)
+  const faulted = (from: number, to: number) => faults.faults.some((fault) => to >= fault.start - 1_000 && from <= fault.end + graceMs)
+  const money = await checkMoney(topology, buyers, walletBase + scheduled.serviceGain, SERVICE_ADDRESS, problems, faulted)
   const verdict = judgeCalls([...load.calls, ...schedules.calls], faults.faults, graceMs, problems)
   // One Job per Run, whoever led when it was dispatched (the kubelet double saw every Job ever made).
   const jobsPerRun = new Map<string, number>()

@@ -259,6 +259,8 @@ export async function songWorker(ctx: WorkerContext, buyer: Buyer, everyMs: numb
       }),
     )
     order.status = res?.status ?? 0
+    order.began = began
+    order.answeredAt = Date.now()
     if (res?.ok) {
       const settled = res.headers.get('payment-response')
       if (settled) order.tx = decodePaymentResponseHeader(settled).transaction?.toLowerCase()

@@ -38,6 +38,9 @@ export interface SongOrder {
   failing: number
   /** HTTP status of the paid answer, 0 when cut off. */
   status: number
+  /** When the order was sent and answered (ms since the epoch): a fault inside may fail a candidate. */
+  began?: number
+  answeredAt?: number
   /** The settlement's transaction: PAYMENT-RESPONSE, or x-payment-reference of an answer whose settlement was still pending. */
   tx?: string
   /** x-payment-status of a 2xx whose settlement was not known yet ('pending'). */
