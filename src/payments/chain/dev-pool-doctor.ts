@@ -56,6 +56,8 @@ export function diagnose(previous: PoolObservation | undefined, current: PoolObs
 export interface PoolDoctor {
   /** One poll: observe, diagnose against the previous poll, act. Exposed for tests. */
   check(): Promise<PoolAction>
+  /** Pauses the checks (after the one running): nothing is mined by the doctor until the release. */
+  hold(): Promise<() => void>
   stop(): Promise<void>
 }
 
@@ -70,6 +72,7 @@ export function startPoolDoctor(deps: {
   const impersonated = new Set(deps.impersonated.map((a) => a.toLowerCase()))
   let previous: PoolObservation | undefined
   let stopped = false
+  let holds = 0
   /** One check at a time: a poll that finds one still running is skipped. */
   let running: Promise<PoolAction> | undefined
   const once = (): Promise<PoolAction> => {
@@ -135,13 +138,22 @@ export function startPoolDoctor(deps: {
 
   const everyMs = deps.everyMs ?? 500
   const timer = setInterval(() => {
-    if (stopped || running) return
+    if (stopped || running || holds > 0) return
     once().catch((error: unknown) => logger?.debug({ err: error }, 'dev chain: pool check failed'))
   }, everyMs)
   timer.unref()
 
   return {
     check: once,
+    async hold() {
+      holds += 1
+      await running?.catch(() => undefined)
+      let released = false
+      return () => {
+        if (!released) holds -= 1
+        released = true
+      }
+    },
     async stop() {
       stopped = true
       clearInterval(timer)

@@ -25,12 +25,19 @@ export interface DevStatePersister {
 
 type Rpc = <T>(method: string, params: unknown[]) => Promise<T>
 
+/** Dumps tried before mining is paused for one (and then while paused). */
+const QUIET_DUMP_ATTEMPTS = 3
+const STILL_MS = 50
+const STILL_WITHIN_MS = 10_000
+
 export function createDevStatePersister(deps: {
   rpc: Rpc
   /** anvil_dumpState's answer: the gzipped state, in hex. */
   dump: () => Promise<Hex>
   file: string
   loadedBlock: bigint
+  /** Stops whatever else mines on its own (the pool doctor) while a dump pauses automine; returns the release. */
+  holdMining?: () => Promise<() => void>
   logger?: ChainLogger | undefined
 }): DevStatePersister {
   const { rpc, dump, file, logger } = deps
@@ -38,10 +45,52 @@ export function createDevStatePersister(deps: {
   let running: Promise<bigint> | undefined
   let next: Promise<bigint> | undefined
 
+  const headNow = async () => BigInt(await rpc<Hex>('eth_blockNumber', []))
+
+  /**
+   * A dump no block was mined during. anvil_dumpState reads the block list, then the accounts
+   * (after an await): a block mined in between is in the accounts but not in the blocks, and a
+   * chain loaded from that file has the block's transfers without their transactions (a refund
+   * re-sent as lost was then paid twice). A head unchanged across the dump proves none was mined;
+   * a chain too busy for that is dumped with automine paused (sends wait in the pool meanwhile).
+   */
+  async function quietDump(): Promise<{ head: bigint; dumped: Hex }> {
+    for (let attempt = 0; attempt < QUIET_DUMP_ATTEMPTS; attempt += 1) {
+      const head = await headNow()
+      const dumped = await dump()
+      if ((await headNow()) === head) return { head, dumped }
+    }
+    const release = (await deps.holdMining?.()) ?? (() => undefined)
+    await rpc('evm_setAutomine', [false])
+    try {
+      for (let attempt = 0; attempt < QUIET_DUMP_ATTEMPTS; attempt += 1) {
+        // anvil still mines the ready transactions it had taken when automine went off.
+        const head = await untilStill()
+        const dumped = await dump()
+        if ((await headNow()) === head) return { head, dumped }
+      }
+      throw new Error('the dev chain kept mining during its state dump with automine paused; not saved')
+    } finally {
+      await rpc('evm_setAutomine', [true])
+      // Sends that arrived while paused are mined now: automine takes only new ones.
+      await rpc('evm_mine', []).finally(release)
+    }
+  }
+
+  /** The head once it stopped moving (two readings STILL_MS apart agree), within STILL_WITHIN_MS. */
+  async function untilStill(): Promise<bigint> {
+    const started = Date.now()
+    let head = await headNow()
+    for (;;) {
+      await new Promise((resolve) => setTimeout(resolve, STILL_MS))
+      const now = await headNow()
+      if (now === head || Date.now() - started > STILL_WITHIN_MS) return now
+      head = now
+    }
+  }
+
   async function saveOnce(): Promise<bigint> {
-    // The head is read first: the dump taken after it holds at least that block.
-    const head = BigInt(await rpc<Hex>('eth_blockNumber', []))
-    const dumped = await dump()
+    const { head, dumped } = await quietDump()
     await writeWhole(file, gunzipSync(Buffer.from(dumped.slice(2), 'hex')))
     // What the file holds now, even below an earlier save (a chain rolled back with evm_revert).
     durable = head

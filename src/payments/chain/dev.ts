@@ -19,7 +19,7 @@ import type { AddressInfo } from 'node:net'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { createPublicClient, encodeFunctionData, getAddress, http } from 'viem'
-import { startPoolDoctor } from './dev-pool-doctor.ts'
+import { startPoolDoctor, type PoolDoctor } from './dev-pool-doctor.ts'
 import { createDevStatePersister, type DevStatePersister } from './dev-state.ts'
 import type { Address, Hex } from 'viem'
 import artifact from './contracts/TestUSDC.json' with { type: 'json' }
@@ -57,7 +57,12 @@ export interface DevChainOptions {
 }
 
 /** A started dev chain; `pid` is anvil's process id. */
-export type StartedDevChain = DevChain & { readonly pid: number; readonly stateFile: string | undefined }
+export type StartedDevChain = DevChain & {
+  readonly pid: number
+  readonly stateFile: string | undefined
+  /** Saves the chain's state now (as after each write); resolves with the newest block the file holds. */
+  saveState(): Promise<bigint>
+}
 
 // --- one 'exit' hook for all live anvils of this process ---
 const live = new Set<ChildProcess>()
@@ -91,7 +96,10 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
   let anvil: AnvilProcess | undefined
   for (let attempt = 0; anvil === undefined; attempt++) {
     const port = options.port ?? (await freePort())
-    const args = ['--host', '127.0.0.1', '--port', String(port), '--chain-id', String(BASE_CHAIN_ID), '--quiet']
+    // Historical states in memory only: anvil writes older ones to ~/.foundry/anvil/tmp and removes
+    // them on a clean exit only, so every kill left its cache behind (75 GB after three 30-minute
+    // topology drills). Nothing here reads a state older than the few it keeps.
+    const args = ['--host', '127.0.0.1', '--port', String(port), '--chain-id', String(BASE_CHAIN_ID), '--quiet', '--max-persisted-states', '0']
     // Loaded only: the saves are ours (dev-state.ts), whole files written right after each block that matters.
     if (stateFile && existsSync(stateFile)) args.push('--load-state', stateFile)
     try {
@@ -111,9 +119,21 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
     const publicClient = createPublicClient({ transport: http(rpcUrl, { timeout: 5_000, retryCount: 0 }), pollingInterval: 20 })
     const rpc = <T>(method: string, params: unknown[]): Promise<T> => publicClient.request({ method: method as 'eth_chainId', params: params as never }) as Promise<T>
     const confirmations = Math.max(1, Math.floor(options.confirmations ?? 1))
+    // The pool doctor starts after the persister; a save that pauses mining waits for it.
+    let startedDoctor: (doctor: PoolDoctor) => void = () => undefined
+    const doctorStarted = new Promise<PoolDoctor>((resolve) => {
+      startedDoctor = resolve
+    })
     // What was loaded is on disk already; a new chain has nothing of ours until the first save.
     const persister: DevStatePersister | undefined = stateFile
-      ? createDevStatePersister({ rpc, dump: () => dumpState(rpcUrl), file: stateFile, loadedBlock: BigInt(await rpc<Hex>('eth_blockNumber', [])), logger: log })
+      ? createDevStatePersister({
+          rpc,
+          dump: () => dumpState(rpcUrl),
+          file: stateFile,
+          loadedBlock: BigInt(await rpc<Hex>('eth_blockNumber', [])),
+          holdMining: async () => (await doctorStarted).hold(),
+          logger: log,
+        })
       : undefined
     const chain = createRpcChain({
       rpcUrl,
@@ -152,6 +172,7 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
     await rpc('anvil_impersonateAccount', [FAUCET_SENDER])
     await rpc('anvil_setBalance', [FAUCET_SENDER, '0x3635c9adc5dea00000']) // 1000 ETH for gas
     const doctor = startPoolDoctor({ rpc, impersonated: [FAUCET_SENDER], logger: log })
+    startedDoctor(doctor)
 
     let mintQueue: Promise<unknown> = Promise.resolve()
     let closing: Promise<void> | undefined
@@ -161,6 +182,7 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
       rpcUrl,
       pid,
       stateFile,
+      saveState: () => (persister ? persister.save() : Promise.reject(new Error('the dev chain has no data directory: nothing to save'))),
       chainId: chain.chainId,
       usdc: chain.usdc,
       serviceAddress: chain.serviceAddress,
