@@ -15,6 +15,7 @@
 // new settlement, and whenever a refund asks about the settlements it would return.
 import type { Db } from '../platform/db/index.ts'
 import type { Logger } from '../platform/logger.ts'
+import { claimForCheck } from './check-claims.ts'
 import { appendPaymentEvent, type AfterDecision, type PaymentOutcomes, type ReservationRow } from './outcomes.ts'
 import type { Protocol } from './types.ts'
 
@@ -126,34 +127,38 @@ export function createSettlementConfirmations(deps: {
 
   async function pass(replayKeys: readonly string[] | undefined): Promise<number> {
     const effects = outcomes.effects()
-    const rows = await db.query<Row>(
-      `select replay_key, replay_key as "replayKey", state, reference, detail, protocol, protocol_version, payer, amount_micros, operation_id, agent_id, effect
-         from payment_reservations
-        where state in ('settled', 'reorged') and confirmed_at is null and (effect is null or effect = any($1::text[]))
-          ${replayKeys === undefined ? '' : 'and replay_key = any($3::text[])'}
-        order by updated_at limit $2`,
-      replayKeys === undefined ? [effects, BATCH] : [effects, BATCH, replayKeys],
-    )
+    // Claimed: another replica's pass neither reads nor re-broadcasts these meanwhile.
+    const claimed = await claimForCheck<Row & { updated_at: Date }>(db, {
+      columns: `replay_key, replay_key as "replayKey", state, reference, detail, protocol, protocol_version, payer, amount_micros, operation_id, agent_id, effect, updated_at`,
+      where: `state in ('settled', 'reorged') and confirmed_at is null and (effect is null or effect = any($1::text[]))${replayKeys === undefined ? '' : ' and replay_key = any($2::text[])'}`,
+      params: replayKeys === undefined ? [effects] : [effects, replayKeys],
+      limit: BATCH,
+    })
     let moved = 0
-    for (const row of rows) {
-      const read = readers[row.protocol]
-      if (read === undefined) continue
-      let truth: ChainTruth
-      try {
-        truth = await read(row)
-      } catch (error) {
-        // One settlement the chain cannot answer for must not hold up the others.
-        logger.warn({ err: error, replayKey: row.replayKey }, 'could not check a settlement against the chain yet')
-        continue
+    try {
+      for (const row of claimed.rows) {
+        const read = readers[row.protocol]
+        if (read === undefined) continue
+        let truth: ChainTruth
+        try {
+          truth = await read(row)
+        } catch (error) {
+          // One settlement the chain cannot answer for must not hold up the others.
+          logger.warn({ err: error, replayKey: row.replayKey }, 'could not check a settlement against the chain yet')
+          continue
+        }
+        if (await apply(row, truth)) moved += 1
       }
-      if (await apply(row, truth)) moved += 1
+    } finally {
+      await claimed.release()
     }
     return moved
   }
 
   function sweep(replayKeys?: readonly string[]): Promise<number> {
     if (replayKeys !== undefined && replayKeys.length === 0) return Promise.resolve(0)
-    // One pass at a time per process: two would re-broadcast the same lost authorization twice.
+    // One pass at a time per process (and a claim per row across processes): two would
+    // re-broadcast the same lost authorization twice.
     const run = passes.then(() => pass(replayKeys))
     passes = run.catch(() => undefined)
     return run

@@ -10,6 +10,7 @@ import { AppError } from '../platform/errors.ts'
 import type { Logger } from '../platform/logger.ts'
 import { formatUsd } from '../platform/money.ts'
 import type { Decision, PaymentOutcomes, Verdict } from './outcomes.ts'
+import { claimForCheck, releaseOrphanedClaims } from './check-claims.ts'
 import { credentialsOf, paymentCredential, type HeaderBag, type PaymentCredential } from './credentials.ts'
 import { PaymentRejected, type ChallengeParts, type PriceQuote, type Protocol, type SettlementOutcome, type VerifiedPayment } from './types.ts'
 
@@ -246,35 +247,41 @@ export function createPaymentGuard(deps: PaymentGuardDeps): PaymentGuard {
         [(options.reservedStaleMs ?? RESERVED_STALE_MS) / 1000, orphanedBefore],
       )
       changed += released.length
-      const rows = await db.query<{
+      if (options.orphanedBefore !== undefined) await releaseOrphanedClaims(db, options.orphanedBefore)
+      // Claimed: another replica's pass does not settle the same authorization again meanwhile.
+      const claimed = await claimForCheck<{
         replay_key: string
         protocol: Protocol
         state: 'settling' | 'pending'
         reference: string | null
         detail: Record<string, unknown>
         updated_at: Date
-      }>(
-        `select replay_key, protocol, state, reference, detail, updated_at from payment_reservations
-          where (state = 'pending' or (state = 'settling' and (updated_at < now() - make_interval(secs => $1) or updated_at < $3)))
-            and (effect is null or effect = any($2::text[]))
-          order by updated_at limit 500`,
-        [(options.settlingStaleMs ?? SETTLING_STALE_MS) / 1000, effects, orphanedBefore],
-      )
-      for (const row of rows) {
-        const reconciler = reconcilers[row.protocol]
-        if (!reconciler) continue
-        let verdict: Verdict
-        try {
-          verdict = await reconciler({ replayKey: row.replay_key, state: row.state, reference: row.reference, detail: row.detail, since: row.updated_at })
-        } catch (error) {
-          // One row the chain cannot answer for must not block the others.
-          logger.warn({ err: error, replayKey: row.replay_key }, 'could not reconcile a settlement yet')
-          verdict = { status: 'pending' }
+      }>(db, {
+        columns: 'replay_key, protocol, state, reference, detail, updated_at',
+        where: `(state = 'pending' or (state = 'settling' and (updated_at < now() - make_interval(secs => $1) or updated_at < $3)))
+            and (effect is null or effect = any($2::text[]))`,
+        params: [(options.settlingStaleMs ?? SETTLING_STALE_MS) / 1000, effects, orphanedBefore],
+        limit: 500,
+      })
+      try {
+        for (const row of claimed.rows) {
+          const reconciler = reconcilers[row.protocol]
+          if (!reconciler) continue
+          let verdict: Verdict
+          try {
+            verdict = await reconciler({ replayKey: row.replay_key, state: row.state, reference: row.reference, detail: row.detail, since: row.updated_at })
+          } catch (error) {
+            // One row the chain cannot answer for must not block the others.
+            logger.warn({ err: error, replayKey: row.replay_key }, 'could not reconcile a settlement yet')
+            verdict = { status: 'pending' }
+          }
+          // Not decided yet: only a new broadcast (a reference we did not have) is worth recording.
+          if (verdict.status === 'pending' && (!verdict.reference || verdict.reference === row.reference)) continue
+          const decision = await outcomes.decide(row.replay_key, verdict, 'reconciler')
+          if (decision.status !== 'pending') changed += 1
         }
-        // Not decided yet: only a new broadcast (a reference we did not have) is worth recording.
-        if (verdict.status === 'pending' && (!verdict.reference || verdict.reference === row.reference)) continue
-        const decision = await outcomes.decide(row.replay_key, verdict, 'reconciler')
-        if (decision.status !== 'pending') changed += 1
+      } finally {
+        await claimed.release()
       }
       return changed
     },

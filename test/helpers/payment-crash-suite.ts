@@ -21,6 +21,7 @@ import { ANVIL_ACCOUNT_0_KEY, type StartedDevChain } from '../../src/payments/ch
 import type { KillPoint } from './crashable.ts'
 import { boot, createCall, fundCall, PLAN_PRICE, purchaseCall, send, shutdown, sign, type Call, type ProcessOptions } from './paid-process.ts'
 import { FACILITATOR_KEY, type TestFacilitator } from './x402-facilitator.ts'
+import { releaseOrphanedClaims } from '../../src/payments/check-claims.ts'
 
 const MINTED = 20_000_000n
 
@@ -114,6 +115,9 @@ export async function paymentCrashSuite(t: Test, db: Db, dev: StartedDevChain, o
     let offsetMs = 0
     const clock: Clock = { now: () => new Date(Date.now() + offsetMs), nowMs: () => Date.now() + offsetMs }
     const second = await boot(db, dev, settlerKey, payTo, clock, processOptions)
+    // The dead process's claims on settlements it was asking the chain about lapse (at once on
+    // PGlite, where the start knows it; after CHECK_CLAIM_MS on Postgres).
+    await releaseOrphanedClaims(db, restartedAt)
     const payers = buyers.map((b) => b.address.toLowerCase())
     const problems: string[] = []
     // The buyer of a purchase-id retries at once (the dead request's lease still runs: at most a 409

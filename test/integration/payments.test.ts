@@ -575,6 +575,35 @@ async function suite(t: Test, db: Db): Promise<void> {
       'still exactly one settlement row',
     )
   })
+  // Every replica reconciles the one table: two settling the same undecided authorization at once
+  // had all but one refused ("authorization is used"). Each pass claims the rows it decides.
+  await t.test('two reconcile passes at once: each undecided settlement is settled again by one of them', async (t) => {
+    const keys: string[] = []
+    for (let i = 0; i < 4; i += 1) {
+      const payer = newAccount().address.toLowerCase()
+      const nonce = `0x${randomBytes(32).toString('hex')}`
+      keys.push(`x402:${payer}:${nonce}`)
+      const detail = { from: payer, nonce, validBefore: String(Math.floor(Date.now() / 1000) + 300), payTo, network: 'eip155:8453' }
+      await db.query(
+        `insert into payment_reservations (replay_key, protocol, payer, amount_micros, operation_id, state, detail) values ($1, 'x402', $2, $3, 'generateSongs', 'pending', $4)`,
+        [keys[i], payer, SONG_PRICE, detail],
+      )
+    }
+    const asked = new Map<string, number>()
+    const pass = () =>
+      payments.guard.reconcile({
+        x402: async ({ replayKey }) => {
+          asked.set(replayKey, (asked.get(replayKey) ?? 0) + 1)
+          await new Promise((resolve) => setTimeout(resolve, 20))
+          return { status: 'pending' }
+        },
+      })
+    await Promise.all([pass(), pass()])
+    for (const key of keys) t.equal(asked.get(key), 1, 'asked once')
+    await pass()
+    for (const key of keys) t.equal(asked.get(key), 2, 'released after the pass: the next one asks again')
+    await db.query(`update payment_reservations set state = 'released' where replay_key = any($1::text[])`, [keys])
+  })
   t.comment(`suite on ${db.kind}: ${Math.round(performance.now() - started)} ms`)
 }
 

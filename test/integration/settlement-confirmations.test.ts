@@ -5,21 +5,23 @@
 // settlements, never above what they brought in or what the wallet holds, and never once its
 // payment was reversed.
 import t from 'tap'
+import type { Test } from 'tap'
 import type { Hex } from 'viem'
-import { openDb, type Queryable } from '../../src/platform/db/index.ts'
+import { openDb, type Db, type Queryable } from '../../src/platform/db/index.ts'
 import { migrate } from '../../src/platform/db/migrate.ts'
 import { createLogger } from '../../src/platform/logger.ts'
 import { createSettlementConfirmations, type ChainTruth } from '../../src/payments/confirmations.ts'
 import { createPaymentOutcomes } from '../../src/payments/outcomes.ts'
 import { createRefunds, type RefundChain } from '../../src/payments/refunds.ts'
+import { throwawayDatabase } from '../helpers/servers.ts'
 
 const logger = createLogger('silent')
 const EFFECT = 'test.work'
 const PAYER = '0x00000000000000000000000000000000000000b1'
 const WALLET = '0x000000000000000000000000000000000000bE4c'
 
-async function setup() {
-  const db = await openDb({ kind: 'pglite', dataDir: 'memory://' })
+async function setup(opened?: Db) {
+  const db = opened ?? (await openDb({ kind: 'pglite', dataDir: 'memory://' }))
   await migrate(db)
   const heard: string[] = []
   const outcomes = createPaymentOutcomes({ db, logger })
@@ -138,6 +140,53 @@ t.test('settlements asked for one by one are checked together, and none is left 
   for (const key of keys) t.match(await w.row(key), { confirmed_at: Date }, `${key} confirmed`)
   t.equal(w.reads(), keys.length, 'each was asked of the chain once')
   t.same(w.heard.sort(), keys.map((key) => `confirmed ${key}`).sort())
+})
+
+// Every replica sweeps the one table: a lost settlement re-broadcast by two of them at once is
+// refused to all but one ("authorization is used"). Each pass claims the rows it asks about.
+async function replicasAtOnce(t: Test, db: Db) {
+  const w = await setup(db)
+  t.teardown(() => w.db.close())
+  const readsOf = new Map<string, string[]>()
+  const replica = (name: string) =>
+    createSettlementConfirmations({
+      db: w.db,
+      outcomes: w.outcomes,
+      logger,
+      readers: {
+        x402: async (row) => {
+          readsOf.set(row.replayKey, [...(readsOf.get(row.replayKey) ?? []), name])
+          // The re-broadcast takes a while: long enough for the other replica's pass to start.
+          await new Promise((resolve) => setTimeout(resolve, 20))
+          return { status: 'missing' }
+        },
+      },
+    })
+  const keys = ['r1', 'r2', 'r3', 'r4', 'r5', 'r6']
+  for (const key of keys) await w.settle(key)
+  const [a, b] = [replica('a'), replica('b')]
+  await Promise.all([a.sweep(), b.sweep()])
+  for (const key of keys) t.equal(readsOf.get(key)?.length, 1, `${key} asked of the chain by one pass (${readsOf.get(key)?.join(', ')})`)
+  readsOf.clear()
+  await b.sweep()
+  t.same([...readsOf.keys()].sort(), keys, 'released when the pass ended: the next pass of any replica asks again')
+  // The claim of a pass whose process died lapses.
+  await w.db.query(`update payment_reservations set checking_until = now() + interval '1 hour' where replay_key = 'r1'`)
+  readsOf.clear()
+  await a.sweep()
+  t.notOk(readsOf.has('r1'), 'held by a pass still running (or dead, until its claim lapses)')
+  await w.db.query(`update payment_reservations set checking_until = now() - interval '1 second' where replay_key = 'r1'`)
+  readsOf.clear()
+  await a.sweep()
+  t.ok(readsOf.has('r1'), 'a lapsed claim is taken')
+}
+
+t.test('replicas sweeping at once: each settlement is asked of the chain by one pass at a time', async (t) => {
+  await t.test('on PGlite', async (t) => replicasAtOnce(t, await openDb({ kind: 'pglite', dataDir: 'memory://' })))
+  await t.test('on a throw-away Postgres database', async (t) => {
+    const url = await throwawayDatabase(t)
+    if (url) await replicasAtOnce(t, await openDb({ kind: 'postgres', url }))
+  })
 })
 
 t.test('a chain that cannot answer leaves the settlement as it was', async (t) => {
