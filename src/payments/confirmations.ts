@@ -15,7 +15,7 @@
 // new settlement, and whenever a refund asks about the settlements it would return.
 import type { Db } from '../platform/db/index.ts'
 import type { Logger } from '../platform/logger.ts'
-import { claimForCheck } from './check-claims.ts'
+import { type ClaimedRows, claimForCheck } from './check-claims.ts'
 import { appendPaymentEvent, type AfterDecision, type PaymentOutcomes, type ReservationRow } from './outcomes.ts'
 import type { Protocol } from './types.ts'
 
@@ -127,13 +127,21 @@ export function createSettlementConfirmations(deps: {
 
   async function pass(replayKeys: readonly string[] | undefined): Promise<number> {
     const effects = outcomes.effects()
-    // Claimed: another replica's pass neither reads nor re-broadcasts these meanwhile.
-    const claimed = await claimForCheck<Row & { updated_at: Date }>(db, {
-      columns: `replay_key, replay_key as "replayKey", state, reference, detail, protocol, protocol_version, payer, amount_micros, operation_id, agent_id, effect, updated_at`,
-      where: `state in ('settled', 'reorged') and confirmed_at is null and (effect is null or effect = any($1::text[]))${replayKeys === undefined ? '' : ' and replay_key = any($2::text[])'}`,
-      params: replayKeys === undefined ? [effects] : [effects, replayKeys],
-      limit: BATCH,
-    })
+    const columns = `replay_key, replay_key as "replayKey", state, reference, detail, protocol, protocol_version, payer, amount_micros, operation_id, agent_id, effect, updated_at`
+    const unconfirmed = `state in ('settled', 'reorged') and confirmed_at is null and (effect is null or effect = any($1::text[]))`
+    // A sweep of every settlement is claimed: another replica's sweep neither reads nor
+    // re-broadcasts these meanwhile. One asked about given settlements (right after they were
+    // made, or by a refund about to draw on them) reads them whatever another pass holds.
+    const claimed: ClaimedRows<Row & { updated_at: Date }> =
+      replayKeys === undefined
+        ? await claimForCheck<Row & { updated_at: Date }>(db, { columns, where: unconfirmed, params: [effects], limit: BATCH })
+        : {
+            rows: await db.query<Row & { updated_at: Date }>(
+              `select ${columns} from payment_reservations where ${unconfirmed} and replay_key = any($2::text[]) order by updated_at limit ${BATCH}`,
+              [effects, replayKeys],
+            ),
+            release: async () => undefined,
+          }
     let moved = 0
     try {
       for (const row of claimed.rows) {
