@@ -23,7 +23,7 @@ import { ownPostgresUnavailable, ownRedisUnavailable } from '../test/helpers/own
 import { SERVICE_ADDRESS, startTopology, type Topology } from '../test/helpers/topology.ts'
 import { seededRandom } from '../test/helpers/signals.ts'
 import { FAULT_KINDS, type FaultKind, KUBE_KINDS, OWN_SERVICE_KINDS, planFaults, runFaults } from '../test/helpers/topology-faults.ts'
-import { checkMoney, judgeCalls, quiesce, table } from '../test/helpers/topology-invariants.ts'
+import { checkMoney, faultOverlapping, judgeCalls, quiesce, table } from '../test/helpers/topology-invariants.ts'
 import { fundBuyers, moreBuyersFromEnv, startLoad } from '../test/helpers/topology-load.ts'
 import { startReceiver } from '../test/helpers/topology-reviews.ts'
 import { startSchedules } from '../test/helpers/topology-schedules.ts'
@@ -142,7 +142,7 @@ try {
       `payments decided in ${(rest.decidedMs / 1000).toFixed(1)} s, refunds in ${(rest.refundsMs / 1000).toFixed(1)} s`,
   )
   const scheduled = await schedules.check(problems, faults.faults)
-  const faulted = (from: number, to: number) => faults.faults.some((fault) => to >= fault.start - 1_000 && from <= fault.end + graceMs)
+  const faulted = (from: number, to: number) => faultOverlapping(faults.faults, from, to, graceMs) !== undefined
   const money = await checkMoney(topology, buyers, walletBase + scheduled.serviceGain, SERVICE_ADDRESS, problems, faulted)
   const verdict = judgeCalls([...load.calls, ...schedules.calls], faults.faults, graceMs, problems)
   // One Job per Run, whoever led when it was dispatched (the kubelet double saw every Job ever made).

@@ -25,9 +25,8 @@ export interface ClaimedRows<Row> {
  */
 export async function claimForCheck<Row extends { replay_key: string; updated_at: Date }>(
   db: Queryable,
-  options: { columns: string; where: string; params: unknown[]; limit: number; claimMs?: number },
+  options: { columns: string; where: string; params: unknown[]; limit: number },
 ): Promise<ClaimedRows<Row>> {
-  const claimSec = (options.claimMs ?? CHECK_CLAIM_MS) / 1000
   const rows = await db.query<Row>(
     `with picked as (
        select replay_key as picked_key from payment_reservations
@@ -37,7 +36,7 @@ export async function claimForCheck<Row extends { replay_key: string; updated_at
      update payment_reservations set checking_until = now() + make_interval(secs => $${options.params.length + 1})
        from picked where replay_key = picked.picked_key
      returning ${options.columns}`,
-    [...options.params, claimSec],
+    [...options.params, CHECK_CLAIM_MS / 1000],
   )
   rows.sort((a, b) => new Date(a.updated_at).getTime() - new Date(b.updated_at).getTime())
   const keys = rows.map((row) => row.replay_key)
@@ -51,9 +50,9 @@ export async function claimForCheck<Row extends { replay_key: string; updated_at
 }
 
 /** Frees the claims made before `orphanedBefore`, the instant every earlier process was known dead. */
-export async function releaseOrphanedClaims(db: Queryable, orphanedBefore: Date, claimMs = CHECK_CLAIM_MS): Promise<void> {
+export async function releaseOrphanedClaims(db: Queryable, orphanedBefore: Date): Promise<void> {
   await db.query(`update payment_reservations set checking_until = null where checking_until is not null and checking_until < $1::timestamptz + make_interval(secs => $2)`, [
     orphanedBefore,
-    claimMs / 1000,
+    CHECK_CLAIM_MS / 1000,
   ])
 }

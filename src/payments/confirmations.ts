@@ -15,7 +15,7 @@
 // new settlement, and whenever a refund asks about the settlements it would return.
 import type { Db } from '../platform/db/index.ts'
 import type { Logger } from '../platform/logger.ts'
-import { type ClaimedRows, claimForCheck } from './check-claims.ts'
+import { claimForCheck } from './check-claims.ts'
 import { appendPaymentEvent, type AfterDecision, type PaymentOutcomes, type ReservationRow } from './outcomes.ts'
 import type { Protocol } from './types.ts'
 
@@ -53,6 +53,8 @@ export interface SettlementConfirmations {
 }
 
 type Row = ReservationRow & RecordedSettlement
+/** A row as a pass reads it: with its updated_at, the order passes take rows in. */
+type SweptRow = Row & { updated_at: Date }
 
 /** Rows one pass looks at, at most. */
 const BATCH = 200
@@ -132,19 +134,16 @@ export function createSettlementConfirmations(deps: {
     // A sweep of every settlement is claimed: another replica's sweep neither reads nor
     // re-broadcasts these meanwhile. One asked about given settlements (right after they were
     // made, or by a refund about to draw on them) reads them whatever another pass holds.
-    const claimed: ClaimedRows<Row & { updated_at: Date }> =
-      replayKeys === undefined
-        ? await claimForCheck<Row & { updated_at: Date }>(db, { columns, where: unconfirmed, params: [effects], limit: BATCH })
-        : {
-            rows: await db.query<Row & { updated_at: Date }>(
-              `select ${columns} from payment_reservations where ${unconfirmed} and replay_key = any($2::text[]) order by updated_at limit ${BATCH}`,
-              [effects, replayKeys],
-            ),
-            release: async () => undefined,
-          }
+    const claimed = replayKeys === undefined ? await claimForCheck<SweptRow>(db, { columns, where: unconfirmed, params: [effects], limit: BATCH }) : undefined
+    const rows =
+      claimed?.rows ??
+      (await db.query<SweptRow>(`select ${columns} from payment_reservations where ${unconfirmed} and replay_key = any($2::text[]) order by updated_at limit ${BATCH}`, [
+        effects,
+        replayKeys,
+      ]))
     let moved = 0
     try {
-      for (const row of claimed.rows) {
+      for (const row of rows) {
         const read = readers[row.protocol]
         if (read === undefined) continue
         let truth: ChainTruth
@@ -158,7 +157,7 @@ export function createSettlementConfirmations(deps: {
         if (await apply(row, truth)) moved += 1
       }
     } finally {
-      await claimed.release()
+      await claimed?.release()
     }
     return moved
   }

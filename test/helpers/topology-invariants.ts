@@ -122,6 +122,11 @@ export interface CallVerdict {
   insideAccepted: number
 }
 
+/** The fault whose window ([start − 1 s, end + graceMs]) a call sent at `began` and ended at `at` overlaps, if any. */
+export function faultOverlapping(faults: Fault[], began: number, at: number, graceMs: number): Fault | undefined {
+  return faults.find((fault) => at >= fault.start - 1_000 && began <= fault.end + graceMs)
+}
+
 /** Puts every failed call in the fault window it overlaps ([start − 1 s, end + graceMs]), or in none. */
 export function judgeCalls(calls: CallRecord[], faults: Fault[], graceMs: number, problems: string[]): CallVerdict {
   const verdict: CallVerdict = { byOp: new Map(), failures: new Map(), outside: [], badInside: [], refused: [], insideAccepted: 0 }
@@ -133,7 +138,7 @@ export function judgeCalls(calls: CallRecord[], faults: Fault[], graceMs: number
     if (call.status >= 200 && call.status < 300) continue
     const kind = call.status === 0 ? (call.code === 'timeout' ? 'timed out' : (call.code ?? 'cut off')) : `${call.status}${call.code ? ` ${call.code}` : ''}`
     verdict.failures.set(kind, (verdict.failures.get(kind) ?? 0) + 1)
-    const window = faults.find((fault) => call.at >= fault.start - 1_000 && call.began <= fault.end + graceMs)
+    const window = faultOverlapping(faults, call.began, call.at, graceMs)
     // A paid call refused after the payment was sent (the client's second 402) with no fault to explain it.
     if (call.status === 402 && !window) verdict.refused.push(call)
     if (call.status !== 0 && call.status < 500) continue

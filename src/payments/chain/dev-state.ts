@@ -55,25 +55,32 @@ export function createDevStatePersister(deps: {
    * a chain too busy for that is dumped with automine paused (sends wait in the pool meanwhile).
    */
   async function quietDump(): Promise<{ head: bigint; dumped: Hex }> {
-    for (let attempt = 0; attempt < QUIET_DUMP_ATTEMPTS; attempt += 1) {
-      const head = await headNow()
+    /** The dump, if the head read before it is still the head after it. */
+    const dumpAt = async (head: bigint) => {
       const dumped = await dump()
-      if ((await headNow()) === head) return { head, dumped }
+      return (await headNow()) === head ? { head, dumped } : undefined
+    }
+    for (let attempt = 0; attempt < QUIET_DUMP_ATTEMPTS; attempt += 1) {
+      const quiet = await dumpAt(await headNow())
+      if (quiet) return quiet
     }
     const release = (await deps.holdMining?.()) ?? (() => undefined)
-    await rpc('evm_setAutomine', [false])
     try {
-      for (let attempt = 0; attempt < QUIET_DUMP_ATTEMPTS; attempt += 1) {
-        // anvil still mines the ready transactions it had taken when automine went off.
-        const head = await untilStill()
-        const dumped = await dump()
-        if ((await headNow()) === head) return { head, dumped }
+      await rpc('evm_setAutomine', [false])
+      try {
+        for (let attempt = 0; attempt < QUIET_DUMP_ATTEMPTS; attempt += 1) {
+          // anvil still mines the ready transactions it had taken when automine went off.
+          const quiet = await dumpAt(await untilStill())
+          if (quiet) return quiet
+        }
+        throw new Error('the dev chain kept mining during its state dump with automine paused; not saved')
+      } finally {
+        await rpc('evm_setAutomine', [true])
+        // Sends that arrived while paused are mined now: automine takes only new ones.
+        await rpc('evm_mine', [])
       }
-      throw new Error('the dev chain kept mining during its state dump with automine paused; not saved')
     } finally {
-      await rpc('evm_setAutomine', [true])
-      // Sends that arrived while paused are mined now: automine takes only new ones.
-      await rpc('evm_mine', []).finally(release)
+      release()
     }
   }
 

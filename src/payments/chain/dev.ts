@@ -119,11 +119,8 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
     const publicClient = createPublicClient({ transport: http(rpcUrl, { timeout: 5_000, retryCount: 0 }), pollingInterval: 20 })
     const rpc = <T>(method: string, params: unknown[]): Promise<T> => publicClient.request({ method: method as 'eth_chainId', params: params as never }) as Promise<T>
     const confirmations = Math.max(1, Math.floor(options.confirmations ?? 1))
-    // The pool doctor starts after the persister; a save that pauses mining waits for it.
-    let startedDoctor: (doctor: PoolDoctor) => void = () => undefined
-    const doctorStarted = new Promise<PoolDoctor>((resolve) => {
-      startedDoctor = resolve
-    })
+    // Started after the persister: a save before it has no doctor to hold.
+    let doctor: PoolDoctor | undefined
     // What was loaded is on disk already; a new chain has nothing of ours until the first save.
     const persister: DevStatePersister | undefined = stateFile
       ? createDevStatePersister({
@@ -131,7 +128,7 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
           dump: () => dumpState(rpcUrl),
           file: stateFile,
           loadedBlock: BigInt(await rpc<Hex>('eth_blockNumber', [])),
-          holdMining: async () => (await doctorStarted).hold(),
+          holdMining: async () => (await doctor?.hold()) ?? (() => undefined),
           logger: log,
         })
       : undefined
@@ -171,8 +168,7 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
     }
     await rpc('anvil_impersonateAccount', [FAUCET_SENDER])
     await rpc('anvil_setBalance', [FAUCET_SENDER, '0x3635c9adc5dea00000']) // 1000 ETH for gas
-    const doctor = startPoolDoctor({ rpc, impersonated: [FAUCET_SENDER], logger: log })
-    startedDoctor(doctor)
+    doctor = startPoolDoctor({ rpc, impersonated: [FAUCET_SENDER], logger: log })
 
     let mintQueue: Promise<unknown> = Promise.resolve()
     let closing: Promise<void> | undefined
