@@ -49,10 +49,19 @@ async function probePython(candidate: string): Promise<Interpreter | null> {
   return { runtime: 'python', bin, version, mounts: outside ? [await realpath(prefix)] : [], binDir: path.dirname(bin) }
 }
 
+/**
+ * One child per candidate: its version, real path and which of the flags it accepts in
+ * NODE_OPTIONS (where runs get them), read from process.allowedNodeEnvironmentFlags.
+ */
+const NODE_FLAGS = ['--disable-wasm-trap-handler', '--use-openssl-ca']
+
 async function probeNode(candidate: string): Promise<Interpreter | null> {
-  const out = await probe(candidate, ['-p', 'JSON.stringify([process.versions.node, process.execPath])'])
+  const out = await probe(candidate, [
+    '-p',
+    `JSON.stringify([process.versions.node, process.execPath, ${JSON.stringify(NODE_FLAGS)}.filter((flag) => process.allowedNodeEnvironmentFlags.has(flag))])`,
+  ])
   if (!out) return null
-  const [version, executable] = JSON.parse(out) as [string, string]
+  const [version, executable, flags] = JSON.parse(out) as [string, string, string[]]
   const bin = await realpath(executable)
   const prefix = path.dirname(path.dirname(bin))
   const npmCli = path.join(prefix, 'lib', 'node_modules', 'npm', 'bin', 'npm-cli.js')
@@ -61,10 +70,6 @@ async function probeNode(candidate: string): Promise<Interpreter | null> {
     () => false,
   )
   const outside = !SYSTEM_PREFIX.test(bin)
-  const flags: string[] = []
-  for (const flag of ['--disable-wasm-trap-handler', '--use-openssl-ca']) {
-    if ((await probe(bin, [flag, '-e', '0'])) !== null) flags.push(flag)
-  }
   return {
     runtime: 'node',
     bin,
@@ -98,13 +103,21 @@ export function resolveInterpreter(runtime: 'python' | 'node', options: SandboxO
         : runtime === 'python'
           ? ['/usr/bin/python3.12', '/usr/local/bin/python3.12', await which('python3.12'), '/usr/bin/python3', '/usr/local/bin/python3', await which('python3')]
           : ['/usr/local/bin/node', '/usr/bin/node', await which('node')]
+      // Every candidate probed at once (a pyenv shim alone takes ~0.2 s to say it has no such
+      // version), then taken in the order above.
+      const unique = [...new Set(candidates)].filter((c): c is string => Boolean(c))
+      const probed = await Promise.all(
+        unique.map(async (c) => {
+          if (!(await isExecutable(c))) return null
+          const it = runtime === 'python' ? await probePython(c) : await probeNode(c)
+          return it ? { it, blocked: await notSearchable(it.mounts[0] ?? it.bin) } : null
+        }),
+      )
       const found: Interpreter[] = []
       const skipped: string[] = []
-      for (const c of new Set(candidates)) {
-        if (!c || !(await isExecutable(c))) continue
-        const it = runtime === 'python' ? await probePython(c) : await probeNode(c)
-        if (!it) continue
-        const blocked = await notSearchable(it.mounts[0] ?? it.bin)
+      for (const candidate of probed) {
+        if (!candidate) continue
+        const { it, blocked } = candidate
         if (blocked) {
           // e.g. a pyenv build under /root (0700)
           skipped.push(`${it.bin} (${blocked} is not searchable by the sandbox uids)`)

@@ -150,6 +150,21 @@ export function renderDocument(contentType: string, text: string, options: { lin
 }
 
 /**
+ * A document rendered on its first request rather than at start: the discovery documents of a
+ * listener are a tenth of a warm start, and many processes are never asked for most of them.
+ */
+export function renderedOnFirstUse(render: () => RenderedDocument): RenderedDocument {
+  let document: RenderedDocument | undefined
+  const rendered = () => (document ??= render())
+  return {
+    get etag() {
+      return rendered().etag
+    },
+    respond: (request, response, requestId) => rendered().respond(request, response, requestId),
+  }
+}
+
+/**
  * The coding to answer an Accept-Encoding value with (RFC 9110 §12.5.3): br or gzip when
  * acceptable (q > 0, by name or through `*`), the higher q first and br on a tie; identity when
  * neither is, or when identity is listed with a higher q.
@@ -255,14 +270,15 @@ export function registerDiscoveryRoutes(app: FastifyInstance, context: DocumentC
   const { catalog } = context
   registerOpenapiRoute(app, catalog)
   const best = { effort: 'best' } as const
-  const json = (value: unknown): RenderedDocument => renderDocument(JSON_TYPE, JSON.stringify(value), best)
-  const services = json(servicesView(context))
-  const manifest = json(manifestView(context))
-  const llms = renderDocument('text/plain; charset=utf-8', llmsTxt(context), best)
-  const llmsFull = renderDocument('text/plain; charset=utf-8', llmsFullTxt(context), best)
-  const auth = renderDocument('text/markdown; charset=utf-8', authMd(context), best)
-  const serviceDocs = new Map(catalog.registry.services.map((service) => [service.slug, json(serviceView(context, service.slug))]))
-  const serviceSpecs = new Map(catalog.registry.services.map((service) => [service.slug, json(catalog.serviceDocument(service.slug))]))
+  const json = (view: () => unknown): RenderedDocument => renderedOnFirstUse(() => renderDocument(JSON_TYPE, JSON.stringify(view()), best))
+  const text = (contentType: string, body: () => string): RenderedDocument => renderedOnFirstUse(() => renderDocument(contentType, body(), best))
+  const services = json(() => servicesView(context))
+  const manifest = json(() => manifestView(context))
+  const llms = text('text/plain; charset=utf-8', () => llmsTxt(context))
+  const llmsFull = text('text/plain; charset=utf-8', () => llmsFullTxt(context))
+  const auth = text('text/markdown; charset=utf-8', () => authMd(context))
+  const serviceDocs = new Map(catalog.registry.services.map((service) => [service.slug, json(() => serviceView(context, service.slug))]))
+  const serviceSpecs = new Map(catalog.registry.services.map((service) => [service.slug, json(() => catalog.serviceDocument(service.slug))]))
 
   const lookup = (table: Map<string, RenderedDocument>, slug: string): RenderedDocument => {
     const document = table.get(slug)

@@ -7,7 +7,16 @@ import type { Metrics } from '../platform/metrics.ts'
 import type { Catalog } from './catalog.ts'
 import type { ServerName } from './types.ts'
 import { scopedLlmsTxt } from './documents.ts'
-import { mountOperations, registerDiscoveryRoutes, registerOpenapiRoute, renderDocument, sendDocument, type AccessWrapper, type HandlerTable } from './routes.ts'
+import {
+  mountOperations,
+  registerDiscoveryRoutes,
+  registerOpenapiRoute,
+  renderDocument,
+  renderedOnFirstUse,
+  sendDocument,
+  type AccessWrapper,
+  type HandlerTable,
+} from './routes.ts'
 
 export interface ServiceAppDeps {
   catalog: Catalog
@@ -46,7 +55,7 @@ export function createServiceApp(scope: ServerName, deps: ServiceAppDeps, handle
     registerDiscoveryRoutes(app, { catalog: deps.catalog, payTo: deps.payTo, offerReceiptSigners: deps.offerReceiptSigners })
   } else {
     registerOpenapiRoute(app, deps.catalog, scope)
-    const llms = renderDocument('text/plain; charset=utf-8', scopedLlmsTxt(deps.catalog, scope), { effort: 'best' })
+    const llms = renderedOnFirstUse(() => renderDocument('text/plain; charset=utf-8', scopedLlmsTxt(deps.catalog, scope), { effort: 'best' }))
     app.get('/llms.txt', { schema: { response: { 200: { type: 'string' } } } }, (request, reply) => sendDocument(request, reply, llms))
     app.prepared.set('/llms.txt', '/llms.txt', llms.respond)
   }

@@ -4,7 +4,7 @@
 import type { BlobStore } from '../platform/blobs.ts'
 import type { Logger } from '../platform/logger.ts'
 import { createAnalysisPool, type AnalysisPool } from './analysis-pool.ts'
-import { checkMediaPrerequisites } from './prerequisites.ts'
+import { checkMediaPrerequisites, type MediaPrerequisiteReport } from './prerequisites.ts'
 import { createSlots } from './slots.ts'
 import { createOfflineSpeechProvider } from './providers/offline/espeak.ts'
 import { createOfflineSongProvider } from './providers/offline/song-provider.ts'
@@ -44,6 +44,8 @@ export interface MediaOptions {
   /** Injected providers (tests); otherwise chosen from the options above. */
   providers?: { song?: SongProvider; speech?: SpeechProvider } | undefined
   pool?: AnalysisPool | undefined
+  /** A tool check already under way (started before the database opened, while forking is cheap): the first report. */
+  toolCheck?: Promise<MediaPrerequisiteReport> | undefined
 }
 
 export function createMediaService(options: MediaOptions): MediaService {
@@ -65,7 +67,7 @@ export function createMediaService(options: MediaOptions): MediaService {
   // ffmpeg is needed by every path (decode, MP3); fluidsynth and its soundfont by the offline
   // composer, espeak-ng by offline speech. Checked at most every 30 s (an install is noticed).
   const TOOLS_OF = { song: song.kind === 'offline' ? ['fluidsynth', 'soundfont'] : [], speech: speech.kind === 'offline' ? ['espeak-ng'] : [] }
-  let checked: { at: number; report: Promise<Awaited<ReturnType<typeof checkMediaPrerequisites>>> } | undefined
+  let checked: { at: number; report: Promise<MediaPrerequisiteReport> } | undefined = options.toolCheck ? { at: Date.now(), report: options.toolCheck } : undefined
   const report = () => {
     if (checked === undefined || Date.now() - checked.at > 30_000) checked = { at: Date.now(), report: checkMediaPrerequisites({ soundfont: options.soundfont }) }
     return checked.report

@@ -5,6 +5,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { performance } from 'node:perf_hooks'
 import { Ajv, type ValidateFunction } from 'ajv'
 import addFormatsModule from 'ajv-formats'
+import { SerializerSelector } from '@fastify/fast-json-stringify-compiler'
 import Fastify, {
   LogController,
   type FastifyBaseLogger,
@@ -102,23 +103,60 @@ export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, http
  */
 function lazyValidator(schema: object, kind: 'strict' | 'coercing'): ValidateFunction {
   let compiled: ValidateFunction | undefined
-  const validate = ((data: unknown, context?: object) => {
-    if (compiled === undefined) {
-      validators ??= {
-        coercing: addFormats(new Ajv({ ...AJV_OPTIONS, coerceTypes: 'array' })),
-        strict: addFormats(new Ajv({ ...AJV_OPTIONS, coerceTypes: false })),
-      }
-      compiled = validators[kind].compile(schema) as ValidateFunction
-      validate.schemaEnv = compiled.schemaEnv
+  const compile = () => {
+    if (compiled !== undefined) return compiled
+    validators ??= {
+      coercing: addFormats(new Ajv({ ...AJV_OPTIONS, coerceTypes: 'array' })),
+      strict: addFormats(new Ajv({ ...AJV_OPTIONS, coerceTypes: false })),
     }
-    const valid = context === undefined ? compiled(data) : compiled(data, context as Parameters<ValidateFunction>[1])
-    validate.errors = compiled.errors
+    compiled = validators[kind].compile(schema) as ValidateFunction
+    validate.schemaEnv = compiled.schemaEnv
+    uncompiled.delete(compile)
+    return compiled
+  }
+  uncompiled.add(compile)
+  const validate = ((data: unknown, context?: object) => {
+    const check = compile()
+    const valid = context === undefined ? check(data) : check(data, context as Parameters<ValidateFunction>[1])
+    validate.errors = check.errors
     return valid
   }) as ValidateFunction
   // Truthy before the first call too: fastify decides by it whether to pass the parent data.
   validate.schemaEnv = true as unknown as ValidateFunction['schemaEnv']
   validate.errors = null
   return validate
+}
+
+/**
+ * Route response serializers, compiled by fast-json-stringify on the route's first response for a
+ * status rather than when the listener starts (a tenth of a warm start, for routes and statuses
+ * many processes never answer). The compiler and its options are fastify's own.
+ */
+function lazySerializers(externalSchemas?: unknown, options?: Parameters<ReturnType<typeof SerializerSelector>>[1]) {
+  const compileNow = SerializerSelector()(externalSchemas, options)
+  return (route: Parameters<typeof compileNow>[0]) => {
+    let serialize: ((value: unknown) => string) | undefined
+    const compile = () => {
+      serialize ??= compileNow(route)
+      uncompiled.delete(compile)
+      return serialize
+    }
+    uncompiled.add(compile)
+    return (value: unknown) => (serialize ?? compile())(value)
+  }
+}
+
+/** The validators and serializers no request has compiled yet, in every listener of the process. */
+const uncompiled = new Set<() => unknown>()
+
+/**
+ * Compiles every route schema not compiled yet, as a listener used to at start: a schema ajv or
+ * fast-json-stringify refuses throws here (the tests call it after building every listener).
+ */
+export function compileRouteSchemas(): number {
+  const pending = [...uncompiled]
+  for (const compile of pending) compile()
+  return pending.length
 }
 
 /**
@@ -465,6 +503,7 @@ export function createHttpApp(options: HttpAppOptions): FastifyInstance {
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
     return503OnClosing: true,
     forceCloseConnections: 'idle',
+    schemaController: { compilersFactory: { buildSerializer: lazySerializers } },
   })
 
   let draining = false

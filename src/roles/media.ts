@@ -17,8 +17,10 @@ export const mediaRole: RoleModule = {
       throw new ConfigError('MEDIA_INTERNAL_TOKEN', 'is required when the media role runs without the gateway (the gateway presents it)')
     }
   },
-  preload(_config, roles) {
+  preload(config, roles) {
     const serviceModule = early(import('../media/service.ts'))
+    // The tools are asked for their versions now, before PGlite's memory makes every fork slower.
+    const toolCheck = early(import('../media/prerequisites.ts').then(({ checkMediaPrerequisites }) => checkMediaPrerequisites({ soundfont: config.soundfontPath })))
     const appModule = withoutGateway(roles) ? early(import('../media/app.ts')) : undefined
     return {
       async open(context) {
@@ -35,6 +37,7 @@ export const mediaRole: RoleModule = {
           speech: config.speechUpstreamUrl ? { url: config.speechUpstreamUrl, apiKey: config.speechUpstreamApiKey, model: config.speechUpstreamModel } : undefined,
           upstreamTimeoutMs: config.mediaUpstreamTimeoutMs,
           upstreamRetries: config.mediaUpstreamRetries,
+          toolCheck,
         })
         // A missing tool is said once, one line per package with its fix; the rest of the product
         // runs, songs/speech answer 503 until it is installed.
