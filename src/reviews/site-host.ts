@@ -14,7 +14,7 @@ import { isBlobKey, type BlobStore } from '../platform/blobs.ts'
 import type { EgressPolicy } from '../platform/egress.ts'
 import { AppError } from '../platform/errors.ts'
 import { escapeHtml } from '../platform/html.ts'
-import { sendProblem, toAppError } from '../platform/http.ts'
+import { schemaController, sendProblem, toAppError } from '../platform/http.ts'
 import type { Logger } from '../platform/logger.ts'
 import type { PageShots } from '../platform/page-shots.ts'
 import { decodeBody, encodeBody, htmlContentType, injectHeadTags } from './html-rewrite.ts'
@@ -139,6 +139,7 @@ export function buildSiteHostApp(deps: SiteHostDeps): FastifyInstance {
     rewriteUrl: () => '/',
     return503OnClosing: true,
     forceCloseConnections: 'idle',
+    schemaController,
     frameworkErrors: (error, _request, reply) => {
       secure(reply)
       sendProblem(reply, toAppError(error).toProblem())
