@@ -190,8 +190,12 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
 
     // Settlements a crash left undecided are decided from the chain in the background (then every 30 s).
     if (payments) void payments.reconcile(orphans).catch((error: unknown) => logger.error({ err: error }, 'settlement reconciliation failed'))
-
     let stopping: Promise<void> | undefined
+    for (const parts of opened) {
+      parts.serving?.().catch((error: unknown) => {
+        if (stopping === undefined) logger.error({ err: error }, 'a background worker failed to start')
+      })
+    }
     return {
       scheduler: shared.scheduler,
       controllers: shared.controllers,

@@ -12,6 +12,7 @@ import type { Config, LogFormat, LogLevel } from './config/types.ts'
 export { ConfigError } from './config/readers.ts'
 export type { Config, LogFormat, LogLevel } from './config/types.ts'
 export { configTable, configVariables } from './config/variables.ts'
+import { DEFAULT_DREAM_CRON } from './config/variables.ts'
 
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
 
@@ -217,8 +218,12 @@ function readReviews(env: Env) {
 function readMemory(env: Env, cwd: string) {
   const size = env.MEMORY_DREAM_MODEL_SIZE || 'small'
   if (size !== 'small' && size !== 'large') throw new ConfigError('MEMORY_DREAM_MODEL_SIZE', `must be small or large, got "${size}"`)
-  const cron = env.MEMORY_DREAM_CRON || '*/15 * * * *'
-  if (cron.trim().split(/\s+/).length !== 5 || !isCron(cron)) throw new ConfigError('MEMORY_DREAM_CRON', `must be a five-field cron expression, got "${cron}"`)
+  // Only a given expression is parsed: the cron parser (and its time-zone library) is not loaded
+  // at every start for the default.
+  const cron = env.MEMORY_DREAM_CRON || DEFAULT_DREAM_CRON
+  if (env.MEMORY_DREAM_CRON && (cron.trim().split(/\s+/).length !== 5 || !isCron(cron))) {
+    throw new ConfigError('MEMORY_DREAM_CRON', `must be a five-field cron expression, got "${cron}"`)
+  }
   const embeddingsUrl = readUpstreamUrl(env, 'MEMORY_EMBEDDINGS_URL')
   const modelDir = env.MEMORY_EMBEDDINGS_MODEL_DIR ? path.resolve(cwd, env.MEMORY_EMBEDDINGS_MODEL_DIR) : undefined
   if (embeddingsUrl !== undefined && modelDir !== undefined) {

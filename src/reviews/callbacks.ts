@@ -33,11 +33,15 @@ export function webhookIdOf(reviewId: string): string {
 }
 
 export interface CallbackDelivery {
-  /** Creates the queue with its retry policy (idempotent); needed before enqueue on this JobQueue. */
+  /**
+   * Opens the job queue (when it is not open yet) and creates the queue with its retry policy, once;
+   * awaited before the transaction that enqueues: on PGlite, opening the queue inside it would wait
+   * for the connection the transaction holds.
+   */
   declare(): Promise<void>
   /**
-   * In the submission's transaction: queues the delivery and sets delivery_state 'pending'. A
-   * review without a callback_url is left as it is.
+   * In the submission's transaction, after declare(): queues the delivery and sets delivery_state
+   * 'pending'. A review without a callback_url is left as it is.
    */
   enqueue(tx: Queryable, reviewId: string): Promise<void>
   /** Declares the queue and starts working it. */
@@ -48,7 +52,8 @@ export interface CallbackDelivery {
 
 export interface CallbackDeliveryDeps {
   db: Db
-  jobs: JobQueue
+  /** The job queue, opened on the first call (the process's one queue: its owner stops it). */
+  jobs: () => Promise<JobQueue>
   keys: ReviewKeys
   /** The address rule of the POST (checked at connect time, the connection pinned to the checked address). */
   egress: EgressPolicy
@@ -197,20 +202,36 @@ export function createCallbackDelivery(deps: CallbackDeliveryDeps): CallbackDeli
     if (result.outcome === 'failed') throw new Error(`review callback attempt ${attempt} failed: ${result.error}`)
   }
 
+  let declaring: Promise<JobQueue> | undefined
+  let declared: JobQueue | undefined
+  const declare = (): Promise<JobQueue> => {
+    declaring ??= jobs().then(async (queue) => {
+      await queue.declare(REVIEW_CALLBACK_QUEUE, queueOptions)
+      declared = queue
+      return queue
+    })
+    // A failed open or declare is tried again by the next caller.
+    declaring.catch(() => {
+      declaring = undefined
+    })
+    return declaring
+  }
+
   return {
     async declare() {
-      await jobs.declare(REVIEW_CALLBACK_QUEUE, queueOptions)
+      await declare()
     },
     async enqueue(tx, reviewId) {
+      if (declared === undefined) throw new Error('review callbacks: enqueue before declare()')
       const updated = await tx.query(`update reviews set delivery_state = 'pending' where id = $1 and callback_url is not null returning id`, [reviewId])
       if (updated.length === 0) return
-      await jobs.send(REVIEW_CALLBACK_QUEUE, { reviewId } satisfies CallbackJob, { tx, ...queueOptions })
+      await declared.send(REVIEW_CALLBACK_QUEUE, { reviewId } satisfies CallbackJob, { tx, ...queueOptions })
     },
     async start() {
-      await jobs.declare(REVIEW_CALLBACK_QUEUE, queueOptions)
+      const queue = await declare()
       // Several at once, so one receiver that hangs until the timeout does not hold up the others.
       const workOptions = deps.pollingIntervalSeconds === undefined ? { batchSize: 8 } : { batchSize: 8, pollingIntervalSeconds: deps.pollingIntervalSeconds }
-      await jobs.work<CallbackJob>(REVIEW_CALLBACK_QUEUE, deliver, workOptions)
+      await queue.work<CallbackJob>(REVIEW_CALLBACK_QUEUE, deliver, workOptions)
     },
     async attempts(q, reviewId) {
       const rows = await q.query<{ attempt: number; started_at: Date; duration_ms: number; outcome: DeliveryOutcome; status_code: number | null; error: string | null }>(

@@ -26,6 +26,11 @@ export interface ReviewsRole {
   assets: ReviewerAssets
   /** The isolated origin's application (listen on REVIEWS_PORT). */
   siteHost: FastifyInstance
+  /**
+   * Starts the background work on the job queue (callback deliveries, the retention sweep), opening
+   * the queue if no submission has yet: called once the process serves.
+   */
+  startJobs(): Promise<void>
 }
 
 export async function openReviewsRole(deps: {
@@ -34,8 +39,8 @@ export async function openReviewsRole(deps: {
   blobs: BlobStore
   clock: Clock
   logger: Logger
-  /** The process's job queue (its owner stops it): callback deliveries and the retention sweep run on it. */
-  jobs: JobQueue
+  /** The process's job queue, opened on the first call (its owner stops it): callback deliveries and the retention sweep run on it. */
+  jobs: () => Promise<JobQueue>
   plans: readonly PlanSpec[]
   priceMicros: bigint
 }): Promise<ReviewsRole> {
@@ -52,10 +57,8 @@ export async function openReviewsRole(deps: {
     logger: logger.child({ component: 'review-callbacks' }),
     retry: { limit: config.reviewsCallbackRetryLimit, delaySeconds: config.reviewsCallbackRetryDelaySec },
   })
-  await callbacks.declare()
-  await callbacks.start()
   const retentionDays = config.reviewsRetentionDays
-  await createRetentionSweep({ db, blobs, clock, retentionDays, logger: logger.child({ component: 'review-retention' }) }).start(jobs)
+  const retention = createRetentionSweep({ db, blobs, clock, retentionDays, logger: logger.child({ component: 'review-retention' }) })
   const service = createReviewService({
     db,
     blobs,
@@ -84,5 +87,9 @@ export async function openReviewsRole(deps: {
     origins,
     assets: createReviewerAssets(),
     siteHost,
+    async startJobs() {
+      await callbacks.start()
+      await retention.start(await jobs())
+    },
   }
 }

@@ -437,6 +437,8 @@ export function createReviewService(deps: ReviewServiceDeps) {
         if (ids.has(pin.id)) throw new AppError('validation_error', `pins[${index}].id repeats another pin's id`, { field: `body.pins.${index}.id` })
         ids.add(pin.id)
       }
+      // The callback's queue is ready before the transaction that enqueues to it (see declare()).
+      await callbacks.declare()
       return db.transaction(async (tx) => {
         const row = await rowOf(tx, reviewId, true)
         if (row === undefined) throw notFound()

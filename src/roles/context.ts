@@ -77,6 +77,11 @@ export interface RoleParts {
   loops?: BackgroundLoop[]
   /** Work that starts once every listener is bound: controllers, leader election, recovery passes. */
   afterListen?: () => Promise<void>
+  /**
+   * Background workers started once the process serves (after ready), not awaited: what needs them
+   * first opens them itself. A failure is logged by the runtime.
+   */
+  serving?: () => Promise<void>
   shares?: SharedServices
   /** Releases what open() and afterListen started; runs after the listeners closed and the job queue stopped. */
   stop?: () => Promise<void>

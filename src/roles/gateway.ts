@@ -39,12 +39,13 @@ export const gatewayRole: RoleModule = {
           blobs,
           clock: context.clock,
           logger,
-          jobs: await context.jobs(),
+          jobs: () => context.jobs(),
           plans: reviewsSpec?.plans ?? [],
           priceMicros: reviewsSpec?.meter?.unitPriceMicros ?? 0n,
         })
         const { buildGatewayApp } = await appModule
         return {
+          serving: () => reviews.startJobs(),
           refundStandings: [standing],
           diagnostics: { mediaRefunds: () => stuckRefunds({ standing }) },
           loops: [{ name: 'media refund pass', everyMs: 15_000, run: () => mediaRefunds.retryDue() }],

@@ -155,7 +155,7 @@ async function suite(t: Test, db: Db): Promise<void> {
   }
   const deps = (jobs: JobQueue, k: ReviewKeys = keys): CallbackDeliveryDeps => ({
     db,
-    jobs,
+    jobs: async () => jobs,
     keys: k,
     egress,
     clock: systemClock,
@@ -173,6 +173,8 @@ async function suite(t: Test, db: Db): Promise<void> {
     const row = await insertReview(db, placeholder)
     if (typeof callbackUrl === 'function') await db.query(`update reviews set callback_url = $2 where id = $1`, [row.reviewId, callbackUrl(row.reviewId)])
     if (script) receiver.scripts.set(row.reviewId, script)
+    // As the review service submits: the queue declared before the transaction.
+    await d.declare()
     await db.transaction((tx) => d.enqueue(tx, row.reviewId))
     return row
   }
@@ -322,6 +324,29 @@ async function suite(t: Test, db: Db): Promise<void> {
     await db.transaction((tx) => delivery.enqueue(tx, bare.reviewId))
     t.equal(await stateOf(db, bare.reviewId), 'waiting')
     t.same(await jobStates(db, schema, bare.reviewId), [])
+  })
+
+  await t.test('the queue opens on the first declare, once, and enqueue waits for it', async (t) => {
+    let opened = 0
+    const lazy = createCallbackDelivery({
+      ...deps(first),
+      jobs: async () => {
+        opened += 1
+        return first
+      },
+    })
+    const { reviewId } = await insertReview(db, receiver.url('lazy'))
+    t.equal(opened, 0, 'nothing is opened by creating the delivery')
+    await t.rejects(
+      db.transaction((tx) => lazy.enqueue(tx, reviewId)),
+      /enqueue before declare/,
+      'an enqueue before declare() fails rather than opening the queue inside the transaction',
+    )
+    await Promise.all([lazy.declare(), lazy.declare()])
+    t.equal(opened, 1, 'two declares at once open the queue once')
+    await db.transaction((tx) => lazy.enqueue(tx, reviewId))
+    t.equal(await stateOf(db, reviewId), 'pending')
+    t.equal((await jobStates(db, schema, reviewId)).length, 1, 'the job was sent')
   })
 
   await t.test('rotation: two v1 signatures; a receiver with the old or the new secret verifies', async (t) => {

@@ -1,6 +1,8 @@
 import os from 'node:os'
 import t from 'tap'
 import { configTable, configVariables, loadConfig } from '../../src/platform/config.ts'
+import { isCron } from '../../src/platform/config/readers.ts'
+import { DEFAULT_DREAM_CRON } from '../../src/platform/config/variables.ts'
 
 const TOKEN = 'm'.repeat(32)
 
@@ -83,6 +85,12 @@ t.test('a bad variable is named in the error', async (t) => {
   for (const [env, variable] of cases) {
     t.throws(() => loadConfig(env), { variable, message: new RegExp(variable) }, variable)
   }
+})
+
+t.test('the default dreaming schedule is a valid five-field cron expression', async (t) => {
+  t.ok(isCron(DEFAULT_DREAM_CRON), DEFAULT_DREAM_CRON)
+  t.equal(DEFAULT_DREAM_CRON.split(' ').length, 5)
+  t.equal(loadConfig({}).memoryDreamCron, DEFAULT_DREAM_CRON)
 })
 
 t.test('blob store and media: defaults', async (t) => {

@@ -8,6 +8,9 @@ export interface Variable {
   doc: string
 }
 
+/** The dreaming sweep's schedule when MEMORY_DREAM_CRON is unset (test/unit/config.test.ts parses it). */
+export const DEFAULT_DREAM_CRON = '*/15 * * * *'
+
 /** Every variable the service reads, in README order. `default` is documentation text. */
 export const configVariables: readonly Variable[] = [
   { name: 'HOST', default: '127.0.0.1', doc: 'Interface every listener binds to (0.0.0.0 in a container).' },
@@ -170,7 +173,7 @@ export const configVariables: readonly Variable[] = [
   { name: 'MEMORY_DREAM_API_KEY', default: '(unset)', doc: 'Bearer key of the dreaming upstream.' },
   { name: 'MEMORY_DREAM_MODEL', default: 'gpt-4o-mini', doc: 'Chat model asked by dreaming.' },
   { name: 'MEMORY_DREAM_MODEL_SIZE', default: 'small', doc: 'Price tier of the dreaming model: small (0.10/0.40 USD per M tokens in/out) or large (0.30/2.50).' },
-  { name: 'MEMORY_DREAM_CRON', default: '*/15 * * * *', doc: 'When the dreaming sweep runs (one sweep per slot across replicas).' },
+  { name: 'MEMORY_DREAM_CRON', default: DEFAULT_DREAM_CRON, doc: 'When the dreaming sweep runs (one sweep per slot across replicas).' },
   { name: 'MEMORY_CACHE_MB', default: '512', doc: 'Decrypted recall indexes kept in memory per process, in MiB (least recently used owners are dropped).' },
   { name: 'REVIEWS_PORT', default: '4025', doc: 'Port of the isolated origin that hosts review sites and proxies live pages (never the gateway origin).' },
   {
