@@ -3,7 +3,7 @@
 // parse5's tokenizer (with the tree builder's tokenizer-mode feedback) finds the tags, so markup in
 // comments, scripts, styles, textareas or attribute values cannot pose as a <head> or a URL; every
 // token we do not change is copied byte for byte from the source.
-import { RewritingStream } from 'parse5-html-rewriting-stream'
+import type { RewritingStream } from 'parse5-html-rewriting-stream'
 
 /**
  * Maps a URL found in a page to the URL to write instead, or null to leave it as it is. `base` is
@@ -67,11 +67,15 @@ function attr(tag: StartTag, name: string): string | undefined {
   return tag.attrs.find((a) => a.name === name)?.value
 }
 
+/** parse5's rewriting stream, loaded by the first page rewritten rather than at every start. */
+let parse5Rewriter: Promise<typeof import('parse5-html-rewriting-stream')> | undefined
+
 /**
  * Runs the rewriter over a whole document; `setup` attaches the listeners and may return what to
  * append once the input is consumed.
  */
 async function rewrite(html: string, setup: (stream: RewritingStream) => (() => string) | undefined): Promise<string> {
+  const { RewritingStream } = await (parse5Rewriter ??= import('parse5-html-rewriting-stream'))
   const hasBom = html.startsWith(BOM)
   const stream = new RewritingStream()
   const chunks: string[] = []

@@ -1,6 +1,6 @@
 // Parsing primitives of the configuration: one variable in, a typed value or a ConfigError naming
 // the variable out. The rules that tie variables together stay in ../config.ts.
-import { CronExpressionParser } from 'cron-parser'
+import { createRequire } from 'node:module'
 import { parseHeaderList } from '../header-list.ts'
 
 export class ConfigError extends Error {
@@ -89,9 +89,14 @@ export function stripSlash(url: string): string {
   return url.endsWith('/') ? url.slice(0, -1) : url
 }
 
+// cron-parser (and luxon under it) is required by the first expression checked, not at every start.
+const requireModule = createRequire(import.meta.url)
+let cronParser: typeof import('cron-parser').CronExpressionParser | undefined
+
 export function isCron(expression: string): boolean {
+  cronParser ??= (requireModule('cron-parser') as typeof import('cron-parser')).CronExpressionParser
   try {
-    CronExpressionParser.parse(expression)
+    cronParser.parse(expression)
     return true
   } catch {
     return false

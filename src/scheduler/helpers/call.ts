@@ -28,7 +28,7 @@ import type { TempoClientFactory } from '../../payments/mpp/tempo-rpc.ts'
 import { estimateCeiling, type SchedulerRates } from '../domain/rates.ts'
 import { isCapabilityId, toolAccess } from '../domain/validate.ts'
 import { EgressRefused, guardedFetch, type EgressPolicy } from '../../platform/egress.ts'
-import { defaultCapabilityUrl, joinTargetUrl, payMpp, payX402, readOffers, type Offer, type PaidResponse, type PayRequest } from './marketplace.ts'
+import type { Offer, PaidResponse, PayRequest } from './marketplace.ts'
 import { releaseSiblingCall, reserveSiblingCall, type Refusal, type SiblingMeters } from './meters.ts'
 import type { HelperRun } from './run.ts'
 import { SIBLING_ROUTES, dispatch, type ScreenshotConfig, type SiblingContext, type SiblingResponse } from './siblings/index.ts'
@@ -227,7 +227,11 @@ async function callCapability(deps: CallDeps, run: HelperRun, capability: string
   }
 }
 
+/** The marketplace's client side (x402's and MPP's paying clients), loaded by the first marketplace call. */
+let marketplaceClient: Promise<typeof import('./marketplace.ts')> | undefined
+
 async function payAndCall(deps: CallDeps, run: HelperRun, capability: string, method: string, input: CallInput, maxPrice: Micros): Promise<CallResult & { charged: Micros }> {
+  const { defaultCapabilityUrl, joinTargetUrl, payMpp, payX402, readOffers } = await (marketplaceClient ??= import('./marketplace.ts'))
   let base: string
   try {
     base = deps.marketplace.resolve ? (await deps.marketplace.resolve(capability)).url : defaultCapabilityUrl(capability)
