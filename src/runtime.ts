@@ -60,6 +60,9 @@ export { IMPLEMENTED_OPERATIONS }
 /** The database of this process (src/platform/db/open.ts). */
 export { openPlatformDb }
 
+/** How long after ready the roles' background workers start (RoleParts.serving). */
+const SERVING_DELAY_MS = 1_000
+
 /** Elapsed time (and resident memory) per start-up phase, for the ready log line. */
 function phaseTimer() {
   const started = performance.now()
@@ -190,12 +193,17 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
 
     // Settlements a crash left undecided are decided from the chain in the background (then every 30 s).
     if (payments) void payments.reconcile(orphans).catch((error: unknown) => logger.error({ err: error }, 'settlement reconciliation failed'))
+    // Background workers start a moment after ready: the first requests (probes, the first
+    // traffic) are then not queued behind their setup's queries on the database.
     let stopping: Promise<void> | undefined
-    for (const parts of opened) {
-      parts.serving?.().catch((error: unknown) => {
-        if (stopping === undefined) logger.error({ err: error }, 'a background worker failed to start')
-      })
-    }
+    const serving = setTimeout(() => {
+      for (const parts of opened) {
+        parts.serving?.().catch((error: unknown) => {
+          if (stopping === undefined) logger.error({ err: error }, 'a background worker failed to start')
+        })
+      }
+    }, SERVING_DELAY_MS)
+    serving.unref()
     return {
       scheduler: shared.scheduler,
       controllers: shared.controllers,
@@ -210,6 +218,7 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
       stop() {
         // Readiness goes 503 first so load balancers stop sending; close() then drains in-flight requests.
         stopping ??= (async () => {
+          clearTimeout(serving)
           for (const listener of listeners) listener.app.markDraining()
           await closeOpened()
         })()
