@@ -9,7 +9,7 @@ import type { KeyValue } from '../platform/kv/index.ts'
 import type { Logger } from '../platform/logger.ts'
 import type { Clock } from '../platform/clock.ts'
 import type { Registry } from '../catalog/types.ts'
-import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts'
+import { generatePrivateKey } from 'viem/accounts'
 import { createRpcChain, postgresWalletLock, walletLockKey, type ChainPort, type DevChain } from './chain/index.ts'
 import { startDevChain } from './chain/dev.ts'
 import { createMpp, mppChainTruth, mppReconciler, tempoClientFromUrl } from './mpp/index.ts'
@@ -27,6 +27,7 @@ import type { Address, Hex } from './types.ts'
 import { createOfferReceiptSigner, offerReceiptKeys, type OfferReceiptSigner } from './x402/offer-receipt.ts'
 import { createPaymentIdentifiers, type PaymentIdentifiers } from './x402/payment-identifier.ts'
 import { generatedOnce } from '../platform/db/service-meta.ts'
+import { addressOfPrivateKey } from './x402/recover.ts'
 
 export interface PaymentsOptions {
   db: Db
@@ -120,7 +121,7 @@ export async function openPayments(options: PaymentsOptions): Promise<Payments> 
       confirmations: options.chainConfirmations ?? defaultConfirmations(BASE_CHAIN_ID),
       logger,
       // Replicas on one Postgres share the settler key: its nonces are allocated under one lock.
-      ...(db.kind === 'postgres' && !readOnly ? { walletLock: postgresWalletLock(db, walletLockKey(BASE_CHAIN_ID, privateKeyToAddress(privateKey)), logger) } : {}),
+      ...(db.kind === 'postgres' && !readOnly ? { walletLock: postgresWalletLock(db, walletLockKey(BASE_CHAIN_ID, addressOfPrivateKey(privateKey)), logger) } : {}),
     })
     chain = readOnly ? readOnlyChain(rpc) : rpc
     if (readOnly) logger.warn({ facilitator: facilitator.url }, 'x402 settles through the facilitator; no SETTLER_PRIVATE_KEY, so refunds and withdrawals wait until one is set')

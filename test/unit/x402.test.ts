@@ -39,6 +39,7 @@ import {
 } from '../../src/payments/x402/index.ts'
 import type { TransferAuthorization, X402Proof } from '../../src/payments/x402/index.ts'
 import { x402Method } from '../../src/payments/x402/method.ts'
+import { addressOfPrivateKey } from '../../src/payments/x402/recover.ts'
 
 const USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913'
 const PAY_TO = '0x1111111111111111111111111111111111111111' as Address
@@ -553,6 +554,17 @@ t.test('EIP-712 digest equals viem hashTypedData for random and edge messages', 
     if (transferWithAuthorizationDigestHex(message) === viem) same++
   }
   t.equal(same, total)
+})
+
+t.test('a private key gives the address viem gives it', async (t) => {
+  for (let i = 0; i < 50; i++) {
+    const key = generatePrivateKey()
+    if (addressOfPrivateKey(key) !== privateKeyToAccount(key).address) t.fail(`key ${i}: ${addressOfPrivateKey(key)}`)
+  }
+  t.equal(addressOfPrivateKey(`0x${'00'.repeat(31)}01`), '0x7E5F4552091A69125d5DfCb7b8C2659029395Bdf', 'the key 1: the generator point')
+  t.throws(() => addressOfPrivateKey('0x1234'), /32 bytes/)
+  t.throws(() => addressOfPrivateKey(`0x${'00'.repeat(32)}`), /not a valid secp256k1 private key/)
+  t.throws(() => addressOfPrivateKey(`0x${'ff'.repeat(32)}`), /not a valid secp256k1 private key/, 'not below the group order')
 })
 
 t.test('recovery backends agree with viem for many random keys', async (t) => {

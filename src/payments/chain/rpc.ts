@@ -29,8 +29,9 @@ import {
   parseSignature,
   size,
 } from 'viem'
-import type { Address, Chain, Hex, TransactionReceipt } from 'viem'
-import { privateKeyToAccount } from 'viem/accounts'
+import type { Address, Chain, Hex, TransactionReceipt, WalletClient } from 'viem'
+import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts'
+import { addressOfPrivateKey } from '../x402/recover.ts'
 import type { AuthorizationFate, ChainLogger, ChainPort, ExpectedTransfer, Inclusion, SettlementResult, SignedTransaction, TransferAuthorization } from './types.ts'
 import { waitForReceipt } from './receipt.ts'
 import { BASE_CHAIN_ID, BASE_USDC, usdcAbi } from './usdc-abi.ts'
@@ -99,7 +100,10 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
   const log = options.logger
   const confirmations = Math.max(1, Math.floor(options.confirmations ?? 1))
   const finalBlock = options.finalBlock ?? (async (head: bigint) => head - BigInt(confirmations - 1))
-  const account = privateKeyToAccount(options.privateKey)
+  // The address at once, natively; viem's signer (its curve tables, ~50-90 ms) by the first write.
+  const serviceAddress = addressOfPrivateKey(options.privateKey)
+  let signer: PrivateKeyAccount | undefined
+  const account = (): PrivateKeyAccount => (signer ??= privateKeyToAccount(options.privateKey))
   const chain: Chain = defineChain({
     id: chainId,
     name: `eip155:${chainId}`,
@@ -112,7 +116,8 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
     retryDelay: 100,
   })
   const publicClient = createPublicClient({ chain, transport, pollingInterval })
-  const walletClient = createWalletClient({ account, chain, transport, pollingInterval })
+  let wallet: WalletClient | undefined
+  const walletClient = (): WalletClient => (wallet ??= createWalletClient({ account: account(), chain, transport, pollingInterval }))
 
   let closed = false
   let chainChecked = false
@@ -142,7 +147,7 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
   /** The nonce to sign with: the node's `pending` count, unless this process is the only writer and knows better. */
   async function chooseNonce(): Promise<number> {
     if (nextNonce !== undefined && options.walletLock === undefined) return nextNonce
-    const pending = await publicClient.getTransactionCount({ address: account.address, blockTag: 'pending' })
+    const pending = await publicClient.getTransactionCount({ address: serviceAddress, blockTag: 'pending' })
     // A node may not count a transaction it accepted a moment ago: our own last one is a floor.
     return nextNonce !== undefined && nextNonce > pending ? nextNonce : pending
   }
@@ -156,8 +161,8 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
       await ensureChain()
       nonce = await chooseNonce()
       // Fills gas (eth_estimateGas) and EIP-1559 fees; signing is local.
-      const request = await walletClient.prepareTransactionRequest({ account, chain, to: usdc, data, nonce, type: 'eip1559' })
-      serializedTransaction = await account.signTransaction({
+      const request = await walletClient().prepareTransactionRequest({ account: account(), chain, to: usdc, data, nonce, type: 'eip1559' })
+      serializedTransaction = await account().signTransaction({
         type: 'eip1559',
         chainId,
         to: usdc,
@@ -306,7 +311,7 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
     kind: 'rpc',
     chainId,
     usdc,
-    serviceAddress: account.address,
+    serviceAddress: serviceAddress,
     confirmations,
 
     async inclusion(txHash, expected): Promise<Inclusion> {
@@ -415,9 +420,9 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
       const args = [to, amount] as const
       return write(
         'transfer',
-        () => publicClient.simulateContract({ account, address: usdc, abi: usdcAbi, functionName: 'transfer', args }),
+        () => publicClient.simulateContract({ account: account(), address: usdc, abi: usdcAbi, functionName: 'transfer', args }),
         encodeFunctionData({ abi: usdcAbi, functionName: 'transfer', args }),
-        { from: account.address, to, value: amount },
+        { from: serviceAddress, to, value: amount },
         timeoutMs,
         opts?.onSigned,
       )
@@ -426,9 +431,9 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
     async resend(tx, expected, opts) {
       assertOpen()
       const timeoutMs = opts?.timeoutMs ?? defaultTimeoutMs
-      const outcome = { from: account.address, to: expected.to, value: expected.value }
+      const outcome = { from: serviceAddress, to: expected.to, value: expected.value }
       // The nonce first, then the receipt: a tx mined in between is seen by the receipt lookup.
-      const mined = await publicClient.getTransactionCount({ address: account.address, blockTag: 'latest' })
+      const mined = await publicClient.getTransactionCount({ address: serviceAddress, blockTag: 'latest' })
       const known = await receiptOutcome(tx.hash, outcome)
       if (known !== undefined) return known
       if (mined > tx.nonce) return { status: 'superseded' }
@@ -450,7 +455,7 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
         nextNonce = undefined // the node's view of our nonce may have moved
         const result = await awaitOutcome(tx.hash, outcome, timeoutMs)
         if (result.status !== 'pending') return result
-        const after = await publicClient.getTransactionCount({ address: account.address, blockTag: 'latest' })
+        const after = await publicClient.getTransactionCount({ address: serviceAddress, blockTag: 'latest' })
         return after > tx.nonce && (await receiptOutcome(tx.hash, outcome)) === undefined ? { status: 'superseded' as const } : result
       })
     },
@@ -474,13 +479,13 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
       const { r, s, v, yParity } = parseSignature(signature)
       const args = [...head, Number(v ?? BigInt(yParity + 27)), r, s] as const
       return {
-        simulate: () => publicClient.simulateContract({ account, address: usdc, abi: usdcAbi, functionName: 'transferWithAuthorization', args }),
+        simulate: () => publicClient.simulateContract({ account: account(), address: usdc, abi: usdcAbi, functionName: 'transferWithAuthorization', args }),
         data: encodeFunctionData({ abi: usdcAbi, functionName: 'transferWithAuthorization', args }),
       }
     }
     const args = [...head, signature] as const
     return {
-      simulate: () => publicClient.simulateContract({ account, address: usdc, abi: usdcAbi, functionName: 'transferWithAuthorization', args }),
+      simulate: () => publicClient.simulateContract({ account: account(), address: usdc, abi: usdcAbi, functionName: 'transferWithAuthorization', args }),
       data: encodeFunctionData({ abi: usdcAbi, functionName: 'transferWithAuthorization', args }),
     }
   }

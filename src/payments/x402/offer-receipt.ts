@@ -17,9 +17,9 @@ import type { EIP712SignedOffer, EIP712SignedReceipt, OfferPayload, ReceiptPaylo
 import type { PaymentRequirements } from '@x402/core/types'
 import * as tiny from 'tiny-secp256k1'
 import { type Address, type Hex, bytesToHex, hashTypedData, hexToBytes } from 'viem'
-import { privateKeyToAddress } from 'viem/accounts'
 import type { Db } from '../../platform/db/index.ts'
 import { generatedOnce } from '../../platform/db/service-meta.ts'
+import { addressOfPrivateKey } from './recover.ts'
 
 export const OFFER_RECEIPT_KEY = 'offer-receipt'
 // The extension's EIP-712 domains and types (createOfferDomain, OFFER_TYPES, RECEIPT_TYPES).
@@ -166,7 +166,7 @@ function signDigest(digest: Hex, key: Uint8Array): Hex {
 export function createOfferReceiptSigner(keys: Hex[], options: { now: () => number; offerValiditySeconds: number }): OfferReceiptSigner {
   if (keys.length === 0) throw new RangeError('at least one offer-receipt signing key is needed')
   const active = hexToBytes(keys[0] as Hex)
-  const signerAddresses = keys.map((key) => privateKeyToAddress(key))
+  const signerAddresses = keys.map((key) => addressOfPrivateKey(key))
   const cache = new Map<string, EIP712SignedOffer>()
   const nowSeconds = () => Math.floor(options.now() / 1000)
 

@@ -1,4 +1,5 @@
-// secp256k1 public-key recovery for EOA signatures, on the fastest backend that loads:
+// secp256k1 public-key recovery for EOA signatures (and a key's address), on the fastest backend
+// that loads:
 //   native — `secp256k1` (N-API binding of libsecp256k1; the npm tarball ships prebuilt
 //            linux-x64 glibc/musl, darwin-arm64 and win32-x64 binaries, loaded by node-gyp-build
 //            at run time: no compiler, no install script, no network). ~60 µs/op.
@@ -8,7 +9,7 @@
 // pure-JS `elliptic` when the binding is missing, which we must not mistake for the native path.
 import { createRequire } from 'node:module'
 import * as tiny from 'tiny-secp256k1'
-import { keccak256 } from 'viem'
+import { getAddress, keccak256, type Address, type Hex } from 'viem'
 
 /** 65-byte uncompressed public key (0x04 ‖ X ‖ Y), or null when nothing recovers. */
 export type RecoverPublicKey = (digest: Uint8Array, sig64: Uint8Array, recoveryId: 0 | 1) => Uint8Array | null
@@ -16,22 +17,27 @@ export type RecoveryBackendName = 'native' | 'wasm'
 
 interface NativeSecp256k1 {
   ecdsaRecover(sig: Uint8Array, recid: number, msg32: Uint8Array, compressed: boolean): Uint8Array
+  publicKeyCreate(seckey: Uint8Array, compressed: boolean): Uint8Array
 }
 
-function loadNative(): RecoverPublicKey | undefined {
+function loadAddon(): NativeSecp256k1 | undefined {
   try {
-    const require = createRequire(import.meta.url)
-    const addon = require('secp256k1/bindings') as NativeSecp256k1
-    const recover: RecoverPublicKey = (digest, sig64, recoveryId) => {
-      try {
-        return addon.ecdsaRecover(sig64, recoveryId, digest, false)
-      } catch {
-        return null
-      }
-    }
-    return recover
+    return createRequire(import.meta.url)('secp256k1/bindings') as NativeSecp256k1
   } catch {
     return undefined
+  }
+}
+
+const addon = loadAddon()
+
+function loadNative(): RecoverPublicKey | undefined {
+  if (addon === undefined) return undefined
+  return (digest, sig64, recoveryId) => {
+    try {
+      return addon.ecdsaRecover(sig64, recoveryId, digest, false)
+    } catch {
+      return null
+    }
   }
 }
 
@@ -73,4 +79,22 @@ export function recoverSigner(digest: Uint8Array, signature: Uint8Array, recover
   const pub = recover(digest, signature.subarray(0, 64), recoveryId as 0 | 1)
   if (pub?.length !== 65) return null
   return `0x${Buffer.from(keccak256(pub.subarray(1), 'bytes').subarray(12)).toString('hex')}`
+}
+
+/**
+ * The checksummed address of a private key, derived on the same backend as recovery. viem's
+ * privateKeyToAddress (noble, pure JS) first builds its precomputed tables for the generator,
+ * ~50-90 ms of a start; a signature needs them anyway, so a signer is built when it first signs.
+ */
+export function addressOfPrivateKey(privateKey: Hex): Address {
+  const secret = Buffer.from(privateKey.slice(2), 'hex')
+  if (secret.length !== 32) throw new TypeError('a private key is 32 bytes of hex')
+  let pub: Uint8Array | null
+  try {
+    pub = addon ? addon.publicKeyCreate(secret, false) : tiny.pointFromScalar(secret, false)
+  } catch {
+    pub = null // zero, or not below the group order
+  }
+  if (pub?.length !== 65) throw new TypeError('not a valid secp256k1 private key')
+  return getAddress(`0x${Buffer.from(keccak256(pub.subarray(1), 'bytes').subarray(12)).toString('hex')}`)
 }
