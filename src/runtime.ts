@@ -97,12 +97,15 @@ export async function start(config: Config, roles: readonly Role[], logger: Logg
   // before anything starts.
   const unlock = config.databaseUrl ? undefined : lockDataDir(config.dataDir)
 
-  // Started first, running beside everything below: the platform's modules and the dev chain, the
-  // roles' modules and their own checks, the prerequisite checks the roles share.
-  const platformOpener = preloadPlatform(config, roles, takesPayments, logger)
-  const openers = wanted.map((role) => ({ name: role.name, opener: role.preload(config, roles, logger) }))
+  // Started first, running beside everything below: the prerequisite checks (the roles' own and
+  // those they share), then the roles' modules, the platform's modules and the dev chain. The
+  // checks' small modules are asked for before the big ones, so their child processes fork this
+  // process while it is small (a fork costs several times more once PGlite's memory is mapped) and
+  // run beside its imports.
   const prerequisites = new Map<string, Prerequisite>(wanted.flatMap((role) => role.prerequisites?.(config, roles) ?? []).map((check) => [check.name, check]))
   const checked = early(Promise.all([...prerequisites.values()].map((prerequisite) => prerequisite.check(config, logger))))
+  const openers = wanted.map((role) => ({ name: role.name, opener: role.preload(config, roles, logger) }))
+  const platformOpener = preloadPlatform(config, roles, takesPayments, logger)
 
   let jobs: ReturnType<typeof jobQueueOnDemand> | undefined
   const opened: RoleParts[] = []

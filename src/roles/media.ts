@@ -18,9 +18,9 @@ export const mediaRole: RoleModule = {
     }
   },
   preload(config, roles) {
-    const serviceModule = early(import('../media/service.ts'))
-    // The tools are asked for their versions now, before PGlite's memory makes every fork slower.
+    // The tools are asked for their versions first, while this process is small and cheap to fork.
     const toolCheck = early(import('../media/prerequisites.ts').then(({ checkMediaPrerequisites }) => checkMediaPrerequisites({ soundfont: config.soundfontPath })))
+    const serviceModule = early(import('../media/service.ts'))
     const appModule = withoutGateway(roles) ? early(import('../media/app.ts')) : undefined
     return {
       async open(context) {

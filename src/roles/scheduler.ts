@@ -22,17 +22,9 @@ export const schedulerRole: RoleModule = {
     const api = roles.includes('scheduler-api')
     const controller = roles.includes('controller')
     const local = config.schedulerExecutor === 'local'
-    const serviceModule = early(import('../scheduler/service.ts'))
-    const secretsModule = early(import('../scheduler/secrets.ts'))
-    const ratesModule = early(import('../scheduler/domain/rates.ts'))
-    const openBackend = schedulerBackend(config)
-    const controllerModule = controller ? early(import('./controller.ts')) : undefined
-    const appModule = api ? early(import('../scheduler/app.ts')) : undefined
-    const helpersModule = api ? early(import('../scheduler/helpers/index.ts')) : undefined
-    const mppModule = api ? early(import('../payments/mpp/index.ts')) : undefined
-    const httpModule = controllerAlone(roles) ? early(import('../platform/http.ts')) : undefined
     // Local executor: its prerequisites (bwrap, prlimit, the interpreters, user namespaces) are
-    // checked while the platform opens. A missing one is said on stderr with its fix, turns the
+    // checked while the platform opens, asked for before this role's modules so that their
+    // probes fork this process while it is small. A missing one is said on stderr with its fix, turns the
     // scheduler's /readyz to 503 and refuses create/fund/run now/trigger/webhook (503, before any
     // 402); the rest is served. Kubernetes runs in runner images that carry everything.
     const executorHealth: Promise<ExecutorHealthMonitor> | undefined = local
@@ -43,6 +35,16 @@ export const schedulerRole: RoleModule = {
         )
       : undefined
     const executorChecked = executorHealth?.then((health) => health.refresh()).catch((error: unknown) => logger.error({ err: error }, 'local executor: prerequisite check failed'))
+
+    const serviceModule = early(import('../scheduler/service.ts'))
+    const secretsModule = early(import('../scheduler/secrets.ts'))
+    const ratesModule = early(import('../scheduler/domain/rates.ts'))
+    const openBackend = schedulerBackend(config)
+    const controllerModule = controller ? early(import('./controller.ts')) : undefined
+    const appModule = api ? early(import('../scheduler/app.ts')) : undefined
+    const helpersModule = api ? early(import('../scheduler/helpers/index.ts')) : undefined
+    const mppModule = api ? early(import('../payments/mpp/index.ts')) : undefined
+    const httpModule = controllerAlone(roles) ? early(import('../platform/http.ts')) : undefined
 
     return {
       async open(context) {
