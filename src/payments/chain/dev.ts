@@ -18,9 +18,10 @@ import { createServer } from 'node:net'
 import type { AddressInfo } from 'node:net'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { createPublicClient, encodeFunctionData, getAddress, http } from 'viem'
+import { createPublicClient, custom, encodeFunctionData, getAddress, type PublicClient } from 'viem'
 import { startPoolDoctor, type PoolDoctor } from './dev-pool-doctor.ts'
 import { createDevStatePersister, type DevStatePersister } from './dev-state.ts'
+import { localRpcClient } from './local-rpc.ts'
 import type { Address, Hex } from 'viem'
 import artifact from './contracts/TestUSDC.json' with { type: 'json' }
 import { waitForReceipt } from './receipt.ts'
@@ -115,9 +116,16 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
   if (options.dataDir) await writeFile(path.resolve(options.dataDir, PID_FILE), `${pid}\n`)
   const bootMs = Math.round(performance.now() - started)
 
+  const local = localRpcClient(rpcUrl, { timeoutMs: 5_000 })
   try {
-    const publicClient = createPublicClient({ transport: http(rpcUrl, { timeout: 5_000, retryCount: 0 }), pollingInterval: 20 })
-    const rpc = <T>(method: string, params: unknown[]): Promise<T> => publicClient.request({ method: method as 'eth_chainId', params: params as never }) as Promise<T>
+    const rpc = <T>(method: string, params: unknown[]): Promise<T> => local.call<T>(method, params)
+    // viem's client for the faucet's receipt wait only, over the same connections.
+    let receipts: PublicClient | undefined
+    const receiptClient = (): PublicClient =>
+      (receipts ??= createPublicClient({
+        transport: custom({ request: ({ method, params }) => local.call(method, (params ?? []) as unknown[]) }, { retryCount: 0 }),
+        pollingInterval: 20,
+      }))
     const confirmations = Math.max(1, Math.floor(options.confirmations ?? 1))
     // Started after the persister: a save before it has no doctor to hold.
     let doctor: PoolDoctor | undefined
@@ -125,7 +133,7 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
     const persister: DevStatePersister | undefined = stateFile
       ? createDevStatePersister({
           rpc,
-          dump: () => dumpState(rpcUrl),
+          dump: () => local.call<Hex>('anvil_dumpState', [], { timeoutMs: DUMP_TIMEOUT_MS }),
           file: stateFile,
           loadedBlock: BigInt(await rpc<Hex>('eth_blockNumber', [])),
           holdMining: async () => (await doctor?.hold()) ?? (() => undefined),
@@ -206,7 +214,7 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
         const run = mintQueue.then(async () => {
           const data = encodeFunctionData({ abi: testUsdcFaucetAbi, functionName: 'mint', args: [to, amount] })
           const hash = await rpc<Hex>('eth_sendTransaction', [{ from: FAUCET_SENDER, to: BASE_USDC, data }])
-          const receipt = await waitForReceipt(publicClient, hash, { timeoutMs: 30_000, directEveryMs: 100 }).catch(async (error: unknown) => {
+          const receipt = await waitForReceipt(receiptClient(), hash, { timeoutMs: 30_000, directEveryMs: 100 }).catch(async (error: unknown) => {
             // What the node holds of it, so that a mint that never lands says why.
             const seen = await Promise.all([
               rpc('txpool_status', []).catch(String),
@@ -235,6 +243,7 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
             .catch(() => persister.save())
             .catch((error: unknown) => log?.error({ err: error }, 'dev chain: could not save its state before stopping; the next start loads an older one'))
           await proc.stop(log)
+          local.close()
         })()
         return closing
       },
@@ -242,6 +251,7 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
     log?.info({ rpcUrl, pid, stateFile, ms: bootMs }, 'dev chain started')
     return dev
   } catch (err) {
+    local.close()
     await proc.stop(log)
     throw err
   }
@@ -358,17 +368,13 @@ async function within(p: Promise<void>, ms: number): Promise<boolean> {
 }
 
 async function chainIdAt(rpcUrl: string): Promise<number | undefined> {
+  const probe = localRpcClient(rpcUrl, { timeoutMs: 1_000 })
   try {
-    const res = await fetch(rpcUrl, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}',
-      signal: AbortSignal.timeout(1_000),
-    })
-    const body = (await res.json()) as { result?: string }
-    return body.result ? Number.parseInt(body.result, 16) : undefined
+    return Number.parseInt(await probe.call<string>('eth_chainId', []), 16)
   } catch {
     return undefined
+  } finally {
+    probe.close()
   }
 }
 
@@ -437,22 +443,4 @@ async function waitForPreviousAnvil(pidFile: string, log?: ChainLogger): Promise
     await new Promise((resolve) => setTimeout(resolve, 50))
   }
   if (Date.now() - started > 100) log?.info({ pid, ms: Date.now() - started }, 'dev chain: waited for the previous anvil to exit')
-}
-
-/**
- * anvil_dumpState over plain HTTP. A dump grows with the chain (over 10 MB of hex after half an hour
- * of load, past viem's response size limit) and is slow on a busy machine: no size limit, a
- * deadline of its own.
- */
-async function dumpState(rpcUrl: string): Promise<Hex> {
-  const response = await fetch(rpcUrl, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'anvil_dumpState', params: [] }),
-    signal: AbortSignal.timeout(DUMP_TIMEOUT_MS),
-  })
-  if (!response.ok) throw new Error(`anvil_dumpState answered HTTP ${response.status}`)
-  const body = (await response.json()) as { result?: Hex; error?: { message?: string } }
-  if (body.error || body.result === undefined) throw new Error(`anvil_dumpState failed: ${body.error?.message ?? 'no result'}`)
-  return body.result
 }
