@@ -951,7 +951,9 @@ const MICRO_TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/
 class ApiState {
   readonly types: ResourceType[] = []
   readonly objects = new Map<string, Map<string, KubeObject>>()
-  readonly history: HistoryEvent[] = []
+  /** Retained watch events, oldest first, from index #historyStart on (see #commit). */
+  readonly #history: HistoryEvent[] = []
+  #historyStart = 0
   readonly watchers = new Set<Watcher>()
   readonly podLogs = new Map<string, LogEntry[]>()
   rv = 0
@@ -1019,8 +1021,17 @@ class ApiState {
     if (event === 'DELETED') this.bucket(type).delete(key)
     else this.bucket(type).set(key, object)
     const record: HistoryEvent = { rv: this.rv, typeKey: typeKey(type), type: event, object: clone(object), ...(previous ? { previous: clone(previous) } : {}) }
-    this.history.push(record)
-    while (this.history.length > this.window) this.floor = (this.history.shift() as HistoryEvent).rv
+    // A ring, as the API server's watch cache: the oldest event leaves by moving the start, and the
+    // dropped ones are cut off once they are as many as the window (Array.shift is O(n) per call).
+    this.#history.push(record)
+    if (this.#history.length - this.#historyStart > this.window) {
+      this.floor = (this.#history[this.#historyStart] as HistoryEvent).rv
+      this.#historyStart += 1
+      if (this.#historyStart >= Math.max(this.window, 64)) {
+        this.#history.splice(0, this.#historyStart)
+        this.#historyStart = 0
+      }
+    }
     for (const watcher of this.watchers) deliver(watcher, record)
     if (type.kind === 'CustomResourceDefinition' && type.group === 'apiextensions.k8s.io') {
       if (event === 'DELETED') this.unregisterCrd(object as unknown as CrdShape)
@@ -1340,8 +1351,17 @@ class ApiState {
   }
 
   compact(): void {
-    this.history.length = 0
+    this.#history.length = 0
+    this.#historyStart = 0
     this.floor = this.rv
+  }
+
+  /** The retained events after resourceVersion `rv`, oldest first. */
+  *eventsAfter(rv: number): Generator<HistoryEvent> {
+    for (let i = this.#historyStart; i < this.#history.length; i += 1) {
+      const event = this.#history[i] as HistoryEvent
+      if (event.rv > rv) yield event
+    }
   }
 }
 
@@ -1790,7 +1810,7 @@ export async function startFakeKubeApiServer(options: FakeKubeApiServerOptions =
         end()
         return
       }
-      for (const event of state.history) if (event.rv > from) deliver(watcher, event)
+      for (const event of state.eventsAfter(from)) deliver(watcher, event)
     }
     state.watchers.add(watcher)
     const timeout = Number(url.searchParams.get('timeoutSeconds') ?? '0')
