@@ -170,3 +170,35 @@ t.test('slotName is deterministic, UTC, DNS-safe', async (t) => {
   const s = compileSchedule({ cron: '30 2 * * *', timezone: 'Europe/Berlin' })
   for (const slot of nextSlots(s, at('2026-03-25T00:00:00Z'), 10)) t.match(slotName('x', slot), /^x-\d{12}$/)
 })
+
+t.test('slots answered from the memo of each schedule are those of a fresh cron iteration, in any order of asking', async (t) => {
+  const { CronExpressionParser } = await import('cron-parser')
+  const fresh = (s: CompiledSchedule, after: Date, count: number) => {
+    const iterator = CronExpressionParser.parse(s.cron, { currentDate: after, tz: s.timezone })
+    return Array.from({ length: count }, () => iterator.next().toDate().toISOString())
+  }
+  const schedules = [
+    compileSchedule({ cron: '30 2 * * *', timezone: 'Europe/Berlin' }),
+    compileSchedule({ cron: '0 * * * *', timezone: 'Europe/Berlin' }),
+    compileSchedule({ cron: '30 1 * * *', timezone: 'America/New_York' }),
+    compileSchedule({ cron: '*/7 * * * *', timezone: 'UTC' }),
+  ]
+  // Instants around both 2026 switches, asked backwards and forwards, so gaps are widened
+  // downwards, answered from, and evicted.
+  const starts = [Date.parse('2026-03-29T00:00:00Z'), Date.parse('2026-10-25T00:00:00Z'), Date.parse('2026-11-01T04:00:00Z')]
+  let seed = 7
+  const random = () => (seed = (seed * 48271) % 2147483647) / 2147483647
+  for (const s of schedules) {
+    let mismatches = 0
+    for (let i = 0; i < 300; i += 1) {
+      const start = starts[i % starts.length] as number
+      const after = new Date(start + Math.floor((random() - 0.3) * 6 * 3600_000))
+      if (iso(nextSlots(s, after, 3)).join() !== fresh(s, after, 3).join()) mismatches += 1
+      const to = new Date(after.getTime() + 3 * 3600_000)
+      const between = slotsBetween(s, after, to, 100)
+      const latest = latestSlotBetween(s, after, to)
+      if (latest.count !== between.length || latest.latest?.getTime() !== between.at(-1)?.getTime()) mismatches += 1
+    }
+    t.equal(mismatches, 0, `${s.cron} ${s.timezone}`)
+  }
+})

@@ -241,6 +241,63 @@ function checkCount(count: number, name: string): void {
 }
 
 /**
+ * The first slot strictly after `afterMs`, memoised per schedule by gap: when n is the first slot
+ * after a, it is the first after every instant in [a, n) too, so every Task sharing a schedule is
+ * answered by one cron step until that slot passes (a cron step cost a controller more than the
+ * rest of a reconcile). Only gaps the zone's UTC offset does not change in are kept: around a DST
+ * switch cron-parser's answer is not monotonic (from inside a repeated hour it gives that hour's
+ * second 02:30, which it skips from before), so such instants are always asked afresh. A gap is
+ * widened downwards when an earlier instant lands on its slot.
+ */
+function firstSlotAfter(schedule: CompiledSchedule, afterMs: number): number {
+  const key = `${schedule.timezone} ${schedule.cron}`
+  let gaps = slotGaps.get(key)
+  if (gaps !== undefined) {
+    for (const gap of gaps) if (gap.fromMs <= afterMs && afterMs < gap.slotMs) return gap.slotMs
+  }
+  const slotMs = parseCron(schedule.cron, schedule.timezone, new Date(afterMs)).next().toDate().getTime()
+  if (!sameOffsetThroughout(schedule.timezone, afterMs, slotMs)) return slotMs
+  if (gaps === undefined) {
+    if (slotGaps.size >= MAX_GAP_SCHEDULES) slotGaps.delete(slotGaps.keys().next().value as string)
+    slotGaps.set(key, (gaps = []))
+  }
+  const widened = gaps.find((gap) => gap.slotMs === slotMs)
+  if (widened !== undefined) widened.fromMs = Math.min(widened.fromMs, afterMs)
+  else {
+    if (gaps.length >= MAX_GAPS_PER_SCHEDULE) gaps.splice(gaps.indexOf(gaps.reduce((a, b) => (b.slotMs < a.slotMs ? b : a))), 1) // the earliest: time moves on
+    gaps.push({ fromMs: afterMs, slotMs })
+  }
+  return slotMs
+}
+
+/** [fromMs, slotMs): no slot in it, slotMs is one. */
+interface SlotGap {
+  fromMs: number
+  readonly slotMs: number
+}
+const slotGaps = new Map<string, SlotGap[]>()
+const MAX_GAP_SCHEDULES = 1024
+/** Enough for the slots around now, a lookahead and a catch-up window of each schedule. */
+const MAX_GAPS_PER_SCHEDULE = 8
+/** DST switches are months apart: an offset the same at both ends of a day did not change in it. */
+const MAX_GAP_MS = 24 * 3600_000
+
+/** The zone keeps one UTC offset over [fromMs, toMs] (checked at both ends of at most a day). */
+function sameOffsetThroughout(timezone: string, fromMs: number, toMs: number): boolean {
+  if (timezone === 'UTC') return true
+  return toMs - fromMs <= MAX_GAP_MS && utcOffset(timezone, fromMs) === utcOffset(timezone, toMs)
+}
+
+const offsetFormats = new Map<string, Intl.DateTimeFormat>()
+
+/** The zone's UTC offset at an instant, as Intl names it ("GMT+01:00"). */
+function utcOffset(timezone: string, ms: number): string {
+  let format = offsetFormats.get(timezone)
+  if (format === undefined) offsetFormats.set(timezone, (format = new Intl.DateTimeFormat('en-US', { timeZone: timezone, timeZoneName: 'longOffset' })))
+  return format.formatToParts(ms).find((part) => part.type === 'timeZoneName')?.value ?? ''
+}
+
+/**
  * The next `count` slots strictly after `after`, earliest first, stopping at `endAt` (inclusive)
  * when given. Fewer than `count` come back only when the schedule ends.
  */
@@ -250,11 +307,11 @@ export function nextSlots(schedule: CompiledSchedule, after: Date, count: number
   if (count === 0) return out
   const endMs = options.endAt?.getTime()
   if (endMs !== undefined && endMs <= after.getTime()) return out
-  const iterator = parseCron(schedule.cron, schedule.timezone, after)
+  let slotMs = after.getTime()
   while (out.length < count) {
-    const slot = iterator.next().toDate()
-    if (endMs !== undefined && slot.getTime() > endMs) break
-    out.push(slot)
+    slotMs = firstSlotAfter(schedule, slotMs)
+    if (endMs !== undefined && slotMs > endMs) break
+    out.push(new Date(slotMs))
   }
   return out
 }
@@ -269,11 +326,11 @@ export function slotsBetween(schedule: CompiledSchedule, from: Date, to: Date, l
   checkCount(limit, 'limit')
   const out: Date[] = []
   if (limit === 0 || to.getTime() <= from.getTime()) return out
-  const iterator = parseCron(schedule.cron, schedule.timezone, from)
+  let slotMs = from.getTime()
   while (out.length < limit) {
-    const slot = iterator.next().toDate()
-    if (slot.getTime() > to.getTime()) break
-    out.push(slot)
+    slotMs = firstSlotAfter(schedule, slotMs)
+    if (slotMs > to.getTime()) break
+    out.push(new Date(slotMs))
   }
   return out
 }
@@ -286,14 +343,15 @@ export function slotsBetween(schedule: CompiledSchedule, from: Date, to: Date, l
  */
 export function latestSlotBetween(schedule: CompiledSchedule, from: Date, to: Date, maxScan = MAX_SLOTS_PER_CALL): { latest: Date | undefined; count: number; capped: boolean } {
   checkCount(maxScan, 'maxScan')
-  if (to.getTime() <= from.getTime()) return { latest: undefined, count: 0, capped: false }
-  const iterator = parseCron(schedule.cron, schedule.timezone, from)
-  let latest: Date | undefined
+  const toMs = to.getTime()
+  if (toMs <= from.getTime()) return { latest: undefined, count: 0, capped: false }
+  let slotMs = from.getTime()
+  let latestMs: number | undefined
   let count = 0
   while (count < maxScan) {
-    const slot = iterator.next().toDate()
-    if (slot.getTime() > to.getTime()) return { latest, count, capped: false }
-    latest = slot
+    slotMs = firstSlotAfter(schedule, slotMs)
+    if (slotMs > toMs) return { latest: latestMs === undefined ? undefined : new Date(latestMs), count, capped: false }
+    latestMs = slotMs
     count += 1
   }
   return { latest: undefined, count, capped: true }
