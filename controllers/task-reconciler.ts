@@ -126,21 +126,20 @@ function recordLastRun(status: TaskResourceStatus, runs: readonly RunResource[],
   }
 }
 
+/** Equal as JSON (key order and undefined-valued keys aside), compared in place: no copies, no strings. */
 function sameJson(a: unknown, b: unknown): boolean {
-  return JSON.stringify(sortKeys(a)) === JSON.stringify(sortKeys(b))
-}
-
-function sortKeys(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(sortKeys)
-  if (value !== null && typeof value === 'object') {
-    return Object.fromEntries(
-      Object.entries(value as Record<string, unknown>)
-        .filter(([, v]) => v !== undefined)
-        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-        .map(([k, v]) => [k, sortKeys(v)]),
-    )
+  if (a === b) return true
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false
+  if (Array.isArray(a) || Array.isArray(b)) return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((item, i) => sameJson(item, b[i]))
+  const right = b as Record<string, unknown>
+  let keys = 0
+  for (const [key, value] of Object.entries(a)) {
+    if (value === undefined) continue
+    keys += 1
+    if (!sameJson(value, right[key])) return false
   }
-  return value
+  for (const value of Object.values(right)) if (value !== undefined) keys -= 1
+  return keys === 0
 }
 
 function parseInstant(value: string | undefined): Date | undefined {
