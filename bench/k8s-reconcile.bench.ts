@@ -141,6 +141,8 @@ async function main(): Promise<void> {
     runsCreated: runList.items.length,
     tasksWithStatus: withStatus,
     stats: controller.stats,
+    /** Watch events left out undecoded: echoes of the controller's own writes already in its caches. */
+    watchEventsHeld: { tasks: tasks.stats.held, runs: runs.stats.held },
     conflictsRetried: errors.length,
     controllerCpuSeconds: Number(((cpu.user + cpu.system) / 1e6).toFixed(2)),
     fakeApiServerCpuSeconds: fakeCpu === undefined || fakeCpu0 === undefined ? null : Number((fakeCpu - fakeCpu0).toFixed(2)),

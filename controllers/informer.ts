@@ -8,6 +8,10 @@ import { realTimers, type Timers } from '../src/platform/clock.ts'
 // object yields, the set of keys of the cached objects yielding it, updated on every add, update,
 // delete and relist, so byIndex(name, value) answers in O(matches) instead of scanning the cache
 // (the Task controller reads a Task's Runs this way: controllers/task-controller.ts).
+// observe(object) puts what one of our own writes got back into the cache at once (client-go's
+// mutation cache) and tells the watch it holds that version (WatchOptions.held), so the echo of
+// the write, which carries the same resourceVersion, is left out undecoded. An event never takes
+// the cache back to an older version than it holds; deletes always apply.
 
 export interface InformerOptions {
   namespace?: string
@@ -44,8 +48,14 @@ export class Informer<R extends AnyResource> {
   #running: Promise<void> | undefined
   #synced = false
   #syncWaiters: (() => void)[] = []
-  /** Counters for tests and metrics. */
-  readonly stats = { lists: 0, gone: 0, errors: 0 }
+  /**
+   * Versions observe() put in the cache before their watch events came: resourceVersion → key.
+   * The watch takes an entry off when it leaves that event out; a relist, whose list may be older,
+   * forgets them all (their events are then decoded as usual).
+   */
+  readonly #held = new Map<string, string>()
+  /** Counters for tests and metrics (observed: write answers taken into the cache first). */
+  readonly stats = { lists: 0, gone: 0, errors: 0, observed: 0 }
 
   constructor(store: ResourceStore<R>, options: InformerOptions = {}) {
     this.#store = store
@@ -117,6 +127,20 @@ export class Informer<R extends AnyResource> {
     }
   }
 
+  /**
+   * An object one of our writes got back: into the cache now, handlers called, as when its watch
+   * event comes (which is then left out). A version older than the cache's changes nothing; before
+   * the first list, nothing (the list brings it).
+   */
+  observe(object: R): void {
+    if (!this.#synced || !this.#apply({ type: 'MODIFIED', object })) return
+    const key = objectKey(object.metadata)
+    if (this.#cache.get(key) !== object) return
+    this.stats.observed += 1
+    if (this.#held.size >= MAX_HELD) this.#held.clear() // echoes that never came (a watch of another scope): decode them
+    this.#held.set(object.metadata.resourceVersion, key)
+  }
+
   get hasSynced(): boolean {
     return this.#synced
   }
@@ -150,7 +174,7 @@ export class Informer<R extends AnyResource> {
       try {
         const rv = await this.#relist()
         backoff = min
-        await this.#store.watch({ resourceVersion: rv, signal }, (event) => this.#apply(event))
+        await this.#store.watch({ resourceVersion: rv, signal, held: this.#held }, (event) => void this.#apply(event))
       } catch (err) {
         if (signal.aborted) break
         if (err instanceof GoneError) {
@@ -196,6 +220,7 @@ export class Informer<R extends AnyResource> {
       this.#index(key, old, undefined)
       changes.push(['DELETED', old, old])
     }
+    this.#held.clear()
     if (!this.#synced) {
       this.#synced = true
       for (const resolve of this.#syncWaiters.splice(0)) resolve()
@@ -213,27 +238,33 @@ export class Informer<R extends AnyResource> {
     return true
   }
 
-  #apply(event: WatchEvent<R>): void {
+  /** Applies a watch event (or an observed write); false if it changed nothing. */
+  #apply(event: WatchEvent<R>): boolean {
     const object = event.object
     const key = objectKey(object.metadata)
     const old = this.#cache.get(key)
+    // Not newer than the cache (which may have taken our write's answer first): nothing new.
+    if (event.type !== 'DELETED' && old !== undefined && BigInt(old.metadata.resourceVersion) >= BigInt(object.metadata.resourceVersion)) return false
     if (event.type === 'DELETED' || !this.#matches(object)) {
-      if (old === undefined) return
+      if (old === undefined) return false
       this.#cache.delete(key)
       this.#index(key, old, undefined)
       this.#emit('DELETED', object, old)
-      return
+      return true
     }
-    if (old !== undefined && BigInt(old.metadata.resourceVersion) >= BigInt(object.metadata.resourceVersion)) return
     this.#cache.set(key, object)
     this.#index(key, old, object)
     this.#emit(old === undefined ? 'ADDED' : 'MODIFIED', object, old)
+    return true
   }
 
   #emit(type: WatchEvent<R>['type'] | 'SYNC', object: R, old: R | undefined): void {
     for (const handler of this.#handlers) handler(type, object, old)
   }
 }
+
+/** Far above the writes in flight at once (a controller's concurrency). */
+const MAX_HELD = 4096
 
 function fileUnder(index: Map<string, Set<string>>, value: string, key: string): void {
   let keys = index.get(value)

@@ -8,10 +8,13 @@
 //   routine, so it is counted (stats.conflicts) and logged at debug, never passed to onError;
 // - requeueAfter arms a timer on the injected clock (+ padding) for the next slot, due at the
 //   reconcile's `now` + ms however long its writes took;
-// - events that only echo what a reconcile already decided on start no reconcile: the MODIFIED
-//   event carrying exactly the resourceVersion our status write got, and the ADDED event of a Run
-//   we created (unless another reconcile of the Task started before it came). Everything else,
-//   including another writer's change that lands during our write, reconciles as usual.
+// - what a write got back goes into its informer's cache at once (Informer.observe, client-go's
+//   mutation cache): the next reconcile decides on it, and the watch event echoing it later is
+//   left out undecoded, as it carries the version the cache holds;
+// - events that only echo what a reconcile already decided on start no reconcile: our status
+//   write's object, whether the cache got it from the answer or from the watch, and the ADDED event
+//   of a Run we created (unless another reconcile of the Task started before it came). Everything
+//   else, including another writer's change that lands during our write, reconciles as usual.
 // A reconcile reads its Task's Runs from the shared Run informer's index (RUNS_BY_TASK), not by
 // scanning every cached Run.
 import { Informer } from './informer.ts'
@@ -102,10 +105,6 @@ export class TaskController {
   readonly #tasks: Informer<TaskResource>
   readonly #runs: Informer<RunResource>
   readonly #queue: WorkQueue
-  /** resourceVersion of our last status write per Task, until the informer has shown it. */
-  readonly #written = new Map<string, bigint>()
-  /** Task keys whose reconcile was put off until the echo of our status write is in the cache. */
-  readonly #awaitingEcho = new Set<string>()
   /** Task keys whose status write is in flight → resourceVersions of the MODIFIED events seen meanwhile. */
   readonly #writing = new Map<string, Set<bigint>>()
   /**
@@ -149,15 +148,6 @@ export class TaskController {
         const rv = BigInt(task.metadata.resourceVersion)
         const writing = this.#writing.get(key)
         if (writing !== undefined) return void writing.add(rv) // decided when the write answers
-        // The echo of our own status write: exactly the object our reconcile wrote, nothing to
-        // decide, unless a reconcile since then was put off until the cache showed it.
-        if (this.#written.get(key) === rv) {
-          this.#written.delete(key)
-          if (!this.#awaitingEcho.delete(key)) {
-            this.stats.echoesSkipped += 1
-            return
-          }
-        }
       }
       this.#queue.add(key)
     })
@@ -194,23 +184,9 @@ export class TaskController {
     const { namespace, name } = splitKey(key)
     const task = this.#tasks.get(namespace, name)
     if (task === undefined) {
-      this.#written.delete(key)
-      this.#awaitingEcho.delete(key)
       this.#expected.delete(key)
       return
     }
-    // Our own last status write has not reached the cache yet: deciding on the older object would
-    // only end in a Conflict. Look again when the watch has caught up.
-    const written = this.#written.get(key)
-    if (written !== undefined) {
-      if (BigInt(task.metadata.resourceVersion) < written) {
-        this.#awaitingEcho.add(key) // the echo, when it comes, reconciles (not skipped)
-        this.#queue.addAfter(key, 50)
-        return
-      }
-      this.#written.delete(key)
-    }
-    this.#awaitingEcho.delete(key)
     this.stats.reconciles += 1
     this.#expected.delete(key) // this reconcile decides on the cache as it is, without Runs still to arrive
     const runs = this.#runs.byIndex(RUNS_BY_TASK, key).filter((run) => run.spec.taskRef?.name === name)
@@ -260,7 +236,7 @@ export class TaskController {
       const runKey = objectKey({ namespace, name: action.name })
       this.#expect(key, runKey) // before the create: its ADDED event may come before the answer
       try {
-        await this.#options.runs.create(runOf(task, action))
+        this.#runs.observe(await this.#options.runs.create(runOf(task, action)))
         this.stats.runsCreated += 1
       } catch (err) {
         // Not made by us: its ADDED event, still to come, is handled as usual; one that already
@@ -290,7 +266,8 @@ export class TaskController {
       }
       // Task changes that arrive while the write is in flight wait for its answer: until then the
       // echo of the write cannot be told from another writer's change (this reconcile runs again
-      // after it either way, so nothing is delayed).
+      // after it either way, so nothing is delayed). The answer itself goes into the cache here,
+      // so it is one of them, unless the watch brought it first.
       const seen = new Set<bigint>()
       this.#writing.set(key, seen)
       let written: bigint
@@ -299,15 +276,14 @@ export class TaskController {
           resourceVersion: task.metadata.resourceVersion,
         })
         written = BigInt(updated.metadata.resourceVersion)
+        this.#tasks.observe(updated)
       } catch (err) {
         if (seen.size > 0) this.#queue.add(key)
         throw err
       } finally {
         this.#writing.delete(key)
       }
-      if (seen.has(written))
-        this.stats.echoesSkipped += 1 // the echo came first: the cache holds the write
-      else this.#written.set(key, written)
+      if (seen.has(written)) this.stats.echoesSkipped += 1 // the cache holds our write: nothing to decide
       for (const rv of seen) {
         if (rv === written) continue
         this.#queue.add(key) // another change came in meanwhile: reconcile again

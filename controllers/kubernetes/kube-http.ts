@@ -144,14 +144,18 @@ export function makeCustomObjectsApi(kubeConfig: KubeConfig): CustomObjectsApi {
 /** An event's type and object, as client-node's Watch hands them (the object is what the server sent). */
 type WatchCallback<T> = (type: string, object: T) => void
 
+/** Sees each line before it is decoded; true: the caller has dealt with it, it is not decoded (nor called back). */
+export type WatchLineFilter = (line: string) => boolean
+
 /**
  * client-node's Watch (same contract: `watch(path, query, callback, done)` resolves to the
  * AbortController of the request; `done` once, with null when the server closes the stream, the
  * error otherwise, a TimeoutError after `requestTimeoutMs` without a byte), over the same shared
  * dispatcher's plain request() instead of fetch: the watch stream read as a Node stream and split
  * into lines here, not through WHATWG streams, Readable.fromWeb and readline, which cost the
- * controller more CPU than decoding the events' JSON. A cluster without such a dispatcher (no
- * TLS options) uses client-node's Watch.
+ * controller more CPU than decoding the events' JSON. `undecoded` sees each line first and may
+ * take it without its decode (the echo of the watcher's own write). A cluster without such a
+ * dispatcher (no TLS options) uses client-node's Watch, which decodes every line.
  */
 export class DirectWatch {
   /** client-node's Watch's (a private constant there, so its fallback keeps its own 30 s). */
@@ -169,6 +173,7 @@ export class DirectWatch {
     queryParams: Record<string, string | number | boolean | undefined>,
     callback: WatchCallback<T>,
     done: (err: unknown) => void,
+    undecoded?: WatchLineFilter,
   ): Promise<AbortController> {
     const cluster = this.#config.getCurrentCluster()
     if (!cluster) throw new Error('No currently active cluster')
@@ -217,13 +222,13 @@ export class DirectWatch {
         const text = partial + decoder.write(chunk)
         let start = 0
         for (let end = text.indexOf('\n'); end >= 0; end = text.indexOf('\n', start)) {
-          emitLine<T>(text.slice(start, end), callback)
+          emitLine<T>(text.slice(start, end), callback, undecoded)
           start = end + 1
         }
         partial = text.slice(start)
       })
       body.on('end', () => {
-        emitLine<T>(partial + decoder.end(), callback)
+        emitLine<T>(partial + decoder.end(), callback, undecoded)
         finish(null)
       })
       body.on('close', () => finish(null))
@@ -239,9 +244,10 @@ export class DirectWatch {
  * One line of a watch stream: an event, handed on. A blank or unparsable line is skipped and a
  * callback's throw swallowed, as client-node's Watch does (the stores catch their own).
  */
-function emitLine<T>(line: string, callback: WatchCallback<T>): void {
+function emitLine<T>(line: string, callback: WatchCallback<T>, undecoded: WatchLineFilter | undefined): void {
   if (line.trim() === '') return
   try {
+    if (undecoded?.(line) === true) return
     const data = JSON.parse(line) as { type: string; object: T }
     callback(data.type, data.object)
   } catch {

@@ -22,7 +22,9 @@
 // - delete uses propagationPolicy Background (the garbage collector removes owned Runs and Jobs);
 // - watch resumes from a resourceVersion, re-watches transparently after a server-side close or
 //   the client's 30 s inactivity timeout, rejects with GoneError on 410 (HTTP or an ERROR event)
-//   and resolves when the signal aborts.
+//   and resolves when the signal aborts; an ADDED or MODIFIED line whose version the watcher
+//   already holds (options.held) is passed over undecoded, only its head read (watch-line.ts).
+//   A line's first "resourceVersion" value is looked up first, so the others cost one indexOf.
 // options.namespace scopes list-without-namespace and watch (a namespaced Role is enough); without
 // it they are cluster-wide.
 // Its parts are beside this file: the HTTP and connection sharing (kube-http.ts), the error mapping
@@ -51,6 +53,7 @@ import { CRD_API_VERSION, CRD_GROUP, CRD_VERSION, RUN_PLURAL, TASK_PLURAL } from
 import { isRecord, type JsonRecord } from './json.ts'
 import { DirectWatch, makeCustomObjectsApi, shareConnections } from './kube-http.ts'
 import { FIELD_MANAGER, fromKube, toKubeOwnerReferences, type KubeObject } from './kube-objects.ts'
+import { firstResourceVersion, readWatchLineHead } from './watch-line.ts'
 import { applyConfiguration, diffMergePatch, flatStatusPatch, mergeStatus } from './merge-patch.ts'
 
 export { apiStatus } from './api-errors.ts'
@@ -81,8 +84,8 @@ export class KubernetesResourceStore<R extends AnyResource> implements ResourceS
   readonly #namespace: string | undefined
   readonly #fieldManager: string
   readonly #statusRetries: number
-  /** Counters for tests and metrics. */
-  readonly stats = { watches: 0, statusRetries: 0 }
+  /** Counters for tests and metrics (held: watch events left out undecoded, options.held). */
+  readonly stats = { watches: 0, statusRetries: 0, held: 0 }
 
   constructor(type: CustomResourceType, options: KubernetesStoreOptions) {
     this.kind = type.kind
@@ -243,12 +246,11 @@ export class KubernetesResourceStore<R extends AnyResource> implements ResourceS
     while (!signal.aborted) {
       const startedAt = Date.now()
       let events = 0
-      const end = await this.#watchOnce(resourceVersion, signal, (rv, event) => {
+      const end = await this.#watchOnce(resourceVersion, signal, options.held, (rv, event) => {
         resourceVersion = rv
-        if (event !== undefined) {
-          events += 1
-          onEvent(event)
-        }
+        if (event === undefined) return // a bookmark
+        events += 1
+        if (event !== HELD) onEvent(event)
       })
       if (end === 'aborted') return
       // A server that closes at once again and again (a proxy, a bad LB) must not spin us.
@@ -258,7 +260,12 @@ export class KubernetesResourceStore<R extends AnyResource> implements ResourceS
   }
 
   /** One watch request; resolves how it ended, rejects with GoneError (410) or a transport error. */
-  #watchOnce(resourceVersion: string, signal: AbortSignal, onEvent: (rv: string, event: WatchEvent<R> | undefined) => void): Promise<'aborted' | 'closed' | 'timeout'> {
+  #watchOnce(
+    resourceVersion: string,
+    signal: AbortSignal,
+    held: WatchOptions['held'],
+    onEvent: (rv: string, event: WatchEvent<R> | typeof HELD | undefined) => void,
+  ): Promise<'aborted' | 'closed' | 'timeout'> {
     this.stats.watches += 1
     return new Promise((resolve, reject) => {
       let controller: AbortController | undefined
@@ -271,6 +278,21 @@ export class KubernetesResourceStore<R extends AnyResource> implements ResourceS
         settle()
       }
       const onAbort = (): void => finish(() => resolve('aborted'))
+      // An event the watcher holds: its head is read (so the watch resumes past it), not the rest.
+      const undecoded =
+        held === undefined
+          ? undefined
+          : (line: string): boolean => {
+              if (settled) return true
+              const key = held.get(firstResourceVersion(line) ?? '')
+              if (key === undefined) return false
+              const head = readWatchLineHead(line)
+              if (head === undefined || (head.type !== 'ADDED' && head.type !== 'MODIFIED') || held.get(head.resourceVersion) !== `${head.namespace}/${head.name}`) return false
+              held.delete(head.resourceVersion)
+              this.stats.held += 1
+              onEvent(head.resourceVersion, HELD)
+              return true
+            }
       if (signal.aborted) return resolve('aborted')
       signal.addEventListener('abort', onAbort, { once: true })
       this.#watch
@@ -302,6 +324,7 @@ export class KubernetesResourceStore<R extends AnyResource> implements ResourceS
             if (isRecord(err) && err.statusCode === 410) return finish(() => reject(new GoneError()))
             finish(() => reject(err))
           },
+          undecoded,
         )
         .then(
           (c) => {
@@ -313,6 +336,9 @@ export class KubernetesResourceStore<R extends AnyResource> implements ResourceS
     })
   }
 }
+
+/** An event left out undecoded because the watcher holds it (options.held). */
+const HELD = Symbol('held')
 
 const MERGE_PATCH = setHeaderOptions('Content-Type', PatchStrategy.MergePatch)
 

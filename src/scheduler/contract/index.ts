@@ -102,6 +102,7 @@ export {
   type ListResult,
   type NewResource,
   type ObjectMeta,
+  type HeldVersions,
   type OwnerReference,
   type PreparedRequest,
   type Resource,

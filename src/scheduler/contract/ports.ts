@@ -77,6 +77,19 @@ export interface WatchOptions {
   resourceVersion?: string
   /** Aborting ends the watch: the promise resolves. */
   signal: AbortSignal
+  /**
+   * Versions the watcher already holds (an informer that put its own writes' answers in its
+   * cache): the ADDED or MODIFIED event of one of them may be left out without being decoded, the
+   * watch still moving past it, and taken off. Deletes are always delivered. A store may ignore it
+   * and deliver everything.
+   */
+  held?: HeldVersions
+}
+
+/** resourceVersion → key (`namespace/name`) of the object at that version; a Map fits. */
+export interface HeldVersions {
+  get(resourceVersion: string): string | undefined
+  delete(resourceVersion: string): boolean
 }
 
 export interface ResourceStore<R extends AnyResource> {
