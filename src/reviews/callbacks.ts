@@ -205,16 +205,18 @@ export function createCallbackDelivery(deps: CallbackDeliveryDeps): CallbackDeli
   let declaring: Promise<JobQueue> | undefined
   let declared: JobQueue | undefined
   const declare = (): Promise<JobQueue> => {
-    declaring ??= jobs().then(async (queue) => {
+    if (declaring !== undefined) return declaring
+    const attempt = jobs().then(async (queue) => {
       await queue.declare(REVIEW_CALLBACK_QUEUE, queueOptions)
       declared = queue
       return queue
     })
+    declaring = attempt
     // A failed open or declare is tried again by the next caller.
-    declaring.catch(() => {
-      declaring = undefined
+    attempt.catch(() => {
+      if (declaring === attempt) declaring = undefined
     })
-    return declaring
+    return attempt
   }
 
   return {
