@@ -10,6 +10,7 @@ import { TaskController } from '../../controllers/task-controller.ts'
 import { FakeClock } from '../helpers/fake-clock.ts'
 import { ConflictError, type ResourceStore, type RunResource, type TaskResource } from '../../src/scheduler/contract/index.ts'
 import { until } from '../helpers/waiting.ts'
+import { overriding, quiet } from '../helpers/controller-stores.ts'
 
 const API = 'jobs.agent-gateway.dev/v1alpha1'
 const NS = 'default'
@@ -34,23 +35,6 @@ function controller(t: Test, tasks: ResourceStore<TaskResource>, runs: ResourceS
   const c = new TaskController({ tasks, runs, clock, namespace: NS, onError: (_where, err) => errors.push(err) })
   t.teardown(() => c.stop())
   return { c, errors }
-}
-
-/** `store` with some methods replaced (the others bound to it: the stores have private fields). */
-function overriding<R extends TaskResource | RunResource>(store: ResourceStore<R>, methods: Partial<ResourceStore<R>>): ResourceStore<R> {
-  const out: Record<string, unknown> = {}
-  for (const name of ['get', 'list', 'create', 'replaceSpec', 'patchStatus', 'delete', 'watch'] as const) {
-    out[name] = (store[name] as (...args: unknown[]) => unknown).bind(store)
-  }
-  return Object.assign(out, { kind: store.kind }, methods) as unknown as ResourceStore<R>
-}
-
-/** Lets the watches deliver, then waits for the queue to be quiet. */
-async function quiet(c: TaskController): Promise<void> {
-  await sleep(150)
-  await c.idle()
-  await sleep(150)
-  await c.idle()
 }
 
 t.test('one reconcile per Task at start and per slot: our own echoes start none', async (t) => {

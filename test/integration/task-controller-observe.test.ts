@@ -11,11 +11,10 @@ import { TaskController } from '../../controllers/task-controller.ts'
 import { FakeClock } from '../helpers/fake-clock.ts'
 import type { ResourceStore, RunResource, TaskResource, WatchEvent, WatchOptions } from '../../src/scheduler/contract/index.ts'
 import { until } from '../helpers/waiting.ts'
+import { overriding, quiet } from '../helpers/controller-stores.ts'
 
 const API = 'jobs.agent-gateway.dev/v1alpha1'
 const NS = 'default'
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 /** Every watch of the stores it wraps, delivered or held back while closed (then delivered in order). */
 class Gate {
@@ -23,11 +22,10 @@ class Gate {
   readonly #held: (() => void)[] = []
 
   wrap<R extends TaskResource | RunResource>(store: ResourceStore<R>): ResourceStore<R> {
-    const out: Record<string, unknown> = { kind: store.kind }
-    for (const name of ['get', 'list', 'create', 'replaceSpec', 'patchStatus', 'delete'] as const) out[name] = (store[name] as (...args: unknown[]) => unknown).bind(store)
-    out.watch = (options: WatchOptions, onEvent: (event: WatchEvent<R>) => void) =>
-      store.watch(options, (event) => (this.#closed ? this.#held.push(() => onEvent(event)) : onEvent(event)))
-    return out as unknown as ResourceStore<R>
+    return overriding(store, {
+      watch: (options: WatchOptions, onEvent: (event: WatchEvent<R>) => void) =>
+        store.watch(options, (event) => (this.#closed ? this.#held.push(() => onEvent(event)) : onEvent(event))),
+    })
   }
 
   close(): void {
@@ -41,13 +39,6 @@ class Gate {
     for (const deliver of held) deliver()
     return held.length
   }
-}
-
-async function quiet(c: TaskController): Promise<void> {
-  await sleep(150)
-  await c.idle()
-  await sleep(150)
-  await c.idle()
 }
 
 t.test("the next reconcile decides on the write's answers, before any watch event", async (t) => {
