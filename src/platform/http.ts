@@ -94,7 +94,7 @@ let validators: { coercing: Ajv; strict: Ajv } | undefined
  * The two ajv instances are shared by every listener of the process: a schema used by several
  * routes or listeners is compiled once per instance (ajv caches by schema object).
  */
-export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) => lazyValidator(schema as object, httpPart === 'body' ? 'strict' : 'coercing')
+const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) => lazyValidator(schema as object, httpPart === 'body' ? 'strict' : 'coercing')
 
 /**
  * A route's validator, compiled by ajv on the route's first request rather than when the listener
@@ -103,19 +103,15 @@ export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, http
  * (`schemaEnv` set, so a root value can be coerced in place) and reads `errors` after a failure.
  */
 function lazyValidator(schema: object, kind: 'strict' | 'coercing'): ValidateFunction {
-  let compiled: ValidateFunction | undefined
-  const compile = () => {
-    if (compiled !== undefined) return compiled
+  const compile = onFirstUse(() => {
     validators ??= {
       coercing: addFormats(new Ajv({ ...AJV_OPTIONS, coerceTypes: 'array' })),
       strict: addFormats(new Ajv({ ...AJV_OPTIONS, coerceTypes: false })),
     }
-    compiled = validators[kind].compile(schema) as ValidateFunction
+    const compiled = validators[kind].compile(schema) as ValidateFunction
     validate.schemaEnv = compiled.schemaEnv
-    uncompiled.delete(compile)
     return compiled
-  }
-  uncompiled.add(compile)
+  })
   const validate = ((data: unknown, context?: object) => {
     const check = compile()
     const valid = context === undefined ? check(data) : check(data, context as Parameters<ValidateFunction>[1])
@@ -136,14 +132,8 @@ function lazyValidator(schema: object, kind: 'strict' | 'coercing'): ValidateFun
 function lazySerializers(externalSchemas?: unknown, options?: Parameters<ReturnType<typeof SerializerSelector>>[1]) {
   const compileNow = SerializerSelector()(externalSchemas, options)
   return (route: Parameters<typeof compileNow>[0]) => {
-    let serialize: ((value: unknown) => string) | undefined
-    const compile = () => {
-      serialize ??= compileNow(route)
-      uncompiled.delete(compile)
-      return serialize
-    }
-    uncompiled.add(compile)
-    return (value: unknown) => (serialize ?? compile())(value)
+    const compile = onFirstUse(() => compileNow(route))
+    return (value: unknown) => compile()(value)
   }
 }
 
@@ -163,6 +153,20 @@ type ValidatorFactory = NonNullable<NonNullable<NonNullable<FastifyServerOptions
 
 /** The validators and serializers no request has compiled yet, in every listener of the process. */
 const uncompiled = new Set<() => unknown>()
+
+/** `make`'s result, made by the first call and kept; until then listed in `uncompiled`. */
+function onFirstUse<T>(make: () => T): () => T {
+  let made: { value: T } | undefined
+  const get = (): T => {
+    if (made === undefined) {
+      made = { value: make() }
+      uncompiled.delete(get)
+    }
+    return made.value
+  }
+  uncompiled.add(get)
+  return get
+}
 
 /**
  * Compiles every route schema not compiled yet, as a listener used to at start: a schema ajv or
