@@ -118,7 +118,7 @@ export async function startDevChain(options: DevChainOptions = {}): Promise<Star
 
   const local = localRpcClient(rpcUrl, { timeoutMs: 5_000 })
   try {
-    const rpc = <T>(method: string, params: unknown[]): Promise<T> => local.call<T>(method, params)
+    const rpc = local.call
     // viem's client for the faucet's receipt wait only, over the same connections.
     let receipts: PublicClient | undefined
     const receiptClient = (): PublicClient =>

@@ -311,7 +311,7 @@ export function createRpcChain(options: RpcChainOptions): RpcChain {
     kind: 'rpc',
     chainId,
     usdc,
-    serviceAddress: serviceAddress,
+    serviceAddress,
     confirmations,
 
     async inclusion(txHash, expected): Promise<Inclusion> {
